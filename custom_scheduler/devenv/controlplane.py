@@ -1,0 +1,288 @@
+"""A real etcd + kube-apiserver on loopback, for tests, the demo and the benchmarks.
+
+Why it lives in the package: the README's demo and `bench/` need the same local control plane as the
+test suite, and none of them may fall back to a mock. The binaries come from `hack/testenv.sh`
+(``$KUBEBUILDER_ASSETS``, the cache, or a Debian build); this module only runs them.
+
+What it sets up, and why:
+- etcd and kube-apiserver on free loopback ports, state under one temporary directory that
+  :meth:`ControlPlane.stop` removes; both are stopped by PID, never by name.
+- Only the secure port, ``--authorization-mode=RBAC`` and a static token file. The admin token maps to
+  a user in ``system:masters``; :data:`EXTRA_IDENTITIES` adds identities that tests can use to prove
+  RBAC (the scheduler's ServiceAccount user among them).
+- Service-account signing keys generated at start-up (kube-apiserver 1.20 requires an issuer).
+- No kube-controller-manager runs, so no namespace ever gets a ``default`` ServiceAccount: the
+  ``ServiceAccount`` admission plugin is disabled, or creating any pod would fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+ADMIN_TOKEN_USER = "admin"
+
+#: Identities (token user → groups) that tests may use, besides the admin.
+EXTRA_IDENTITIES: dict[str, tuple[str, ...]] = {
+    "system:serviceaccount:kube-system:custom-scheduler": (
+        "system:serviceaccounts",
+        "system:serviceaccounts:kube-system",
+        "system:authenticated",
+    ),
+    "nobody": ("system:authenticated",),
+}
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be provisioned or did not become ready."""
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def find_binaries(need: str = "etcd kube-apiserver") -> Path:
+    """Locate (or provision) the control-plane binaries through ``hack/testenv.sh``."""
+    script = REPO_ROOT / "hack" / "testenv.sh"
+    if not script.exists():
+        assets = os.environ.get("KUBEBUILDER_ASSETS")
+        if assets:
+            return Path(assets)
+        raise ControlPlaneError(f"{script} is missing and KUBEBUILDER_ASSETS is not set")
+    proc = subprocess.run(  # noqa: PLW1510 - the return code is checked just below
+        ["bash", str(script), "--need", need], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise ControlPlaneError(f"hack/testenv.sh failed:\n{proc.stderr[-4000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class ControlPlane:
+    """One etcd and one kube-apiserver, started by :meth:`start` and stopped by :meth:`stop`."""
+
+    bin_dir: Path
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cs-controlplane-")))
+    etcd_port: int = 0
+    port: int = 0
+    tokens: dict[str, str] = field(default_factory=dict)
+    version: str = ""
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    # -- addresses and credentials -------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.workdir / "certs" / "apiserver.crt"
+
+    @property
+    def admin_token(self) -> str:
+        return self.tokens[ADMIN_TOKEN_USER]
+
+    def kubeconfig(self, user: str = ADMIN_TOKEN_USER) -> Path:
+        """Write (once) and return a kubeconfig for ``user``'s token."""
+        safe = user.replace(":", "_")
+        path = self.workdir / f"kubeconfig-{safe}.yaml"
+        if not path.exists():
+            doc = {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "local", "cluster": {"server": self.host, "certificate-authority": str(self.ca_file)}}
+                ],
+                "users": [{"name": safe, "user": {"token": self.tokens[user]}}],
+                "contexts": [{"name": "local", "context": {"cluster": "local", "user": safe}}],
+                "current-context": "local",
+            }
+            path.write_bytes(orjson.dumps(doc))  # JSON is valid YAML
+        return path
+
+    @property
+    def minor_version(self) -> int:
+        """The server's minor version (20 for 1.20), so tests can skip where a field is unknown."""
+        digits = "".join(ch for ch in self.version.split(".")[1] if ch.isdigit()) if self.version else "0"
+        return int(digits or 0)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, timeout: float = 90.0) -> ControlPlane:
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        self._write_tokens()
+        self._generate_sa_keys()
+        etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_for(lambda: self._http_ok(f"{etcd_url}/health"), timeout, "etcd /health")
+        self._spawn("kube-apiserver", self._apiserver_args(etcd_url))
+        self._wait_for(lambda: self._http_ok(f"{self.host}/readyz"), timeout, "kube-apiserver /readyz")
+        info = orjson.loads(self._get(f"{self.host}/version"))
+        self.version = str(info.get("gitVersion", "")).lstrip("v")
+
+    def _apiserver_args(self, etcd_url: str) -> list[str]:
+        w = self.workdir
+        return [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            "--insecure-port=0",
+            f"--cert-dir={w / 'certs'}",
+            f"--token-auth-file={w / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={w / 'sa.pub'}",
+            f"--service-account-signing-key-file={w / 'sa.key'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--event-ttl=1h",
+            "--v=0",
+        ]
+
+    def stop(self) -> None:
+        """Stop the API server, then etcd (by PID), then remove the working directory."""
+        for name in ("kube-apiserver", "etcd"):
+            proc = self._procs.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def restart_apiserver(self, timeout: float = 90.0) -> None:
+        """Stop and start kube-apiserver on the same port, keeping etcd (for fault tests)."""
+        proc = self._procs.pop("kube-apiserver")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        self._spawn("kube-apiserver", self._apiserver_args(f"http://127.0.0.1:{self.etcd_port}"))
+        self._wait_for(lambda: self._http_ok(f"{self.host}/readyz"), timeout, "kube-apiserver /readyz")
+
+    def log_tail(self, name: str, n: int = 40) -> str:
+        path = self.workdir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.workdir / f"{name}.log").open("ab")
+        self._procs[name] = subprocess.Popen(  # noqa: S603 - fixed argv built above
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+
+    def _write_tokens(self) -> None:
+        import secrets
+
+        lines = []
+        users = {ADMIN_TOKEN_USER: ("system:masters",), **EXTRA_IDENTITIES}
+        for i, (user, groups) in enumerate(users.items()):
+            token = secrets.token_hex(16)
+            self.tokens[user] = token
+            group_field = ",".join(groups)
+            lines.append(f'{token},{user},uid-{i},"{group_field}"')
+        (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
+
+    def _generate_sa_keys(self) -> None:
+        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
+        for argv in (
+            ["openssl", "genrsa", "-out", str(key), "2048"],
+            ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)],
+        ):
+            proc = subprocess.run(argv, capture_output=True, check=False)  # noqa: S603
+            if proc.returncode != 0:
+                raise ControlPlaneError(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')}")
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _get(self, url: str) -> bytes:
+        req = urllib.request.Request(url)  # noqa: S310 - loopback URL built here
+        if url.startswith("https"):
+            req.add_header("Authorization", f"Bearer {self.admin_token}")
+            with urllib.request.urlopen(req, timeout=5, context=self._ssl_context()) as r:  # noqa: S310
+                body: bytes = r.read()
+                return body
+        with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310
+            body = r.read()
+            return body
+
+    def _http_ok(self, url: str) -> bool:
+        if url.startswith("https") and not self.ca_file.exists():
+            return False
+        try:
+            self._get(url)
+        except (OSError, urllib.error.URLError, ssl.SSLError):
+            return False
+        return True
+
+    def _wait_for(self, check: object, timeout: float, what: str) -> None:
+        assert callable(check)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self._procs.items():
+                if proc.poll() is not None:
+                    raise ControlPlaneError(
+                        f"{name} exited with {proc.returncode} while waiting for {what}:\n{self.log_tail(name)}"
+                    )
+            if check():
+                return
+            time.sleep(0.1)
+        tails = "\n".join(f"--- {n}\n{self.log_tail(n)}" for n in self._procs)
+        raise ControlPlaneError(f"timed out after {timeout:.0f}s waiting for {what}\n{tails}")
+
+
+@contextlib.contextmanager
+def running(bin_dir: Path | None = None) -> object:
+    """Context manager: a started :class:`ControlPlane`, stopped on exit."""
+    cp = ControlPlane(bin_dir or find_binaries()).start()
+    try:
+        yield cp
+    finally:
+        cp.stop()

@@ -1,0 +1,146 @@
+"""Plugin protocols for each extension point, and the Handle plugins get at construction.
+
+A plugin is a class with a ``name`` and any subset of the methods below; the runtime finds its
+extension points with ``isinstance`` checks against these ``runtime_checkable`` protocols (Python's
+counterpart of Go's interface assertions). Filter and Score are synchronous and do no I/O: they read
+only the snapshot they are given, which is what makes them trivial to unit-test and lets ``explain``
+and ``simulate`` run them offline. Only Bind (and PostFilter's preemption, through the Handle) talk
+to the API server, and they run off the scheduling thread.
+
+Method shapes (kube-scheduler's in Python):
+
+=================  =====================================================  ==================
+protocol           method                                                 returns
+=================  =====================================================  ==================
+QueueSortPlugin    ``less(a, b)``                                         bool
+PreFilterPlugin    ``pre_filter(state, pod, nodes)``                      Status (SKIP ok)
+FilterPlugin       ``filter(state, pod, node_info)``                      Status
+PostFilterPlugin   ``post_filter(state, pod, statuses)``                  PostFilterResult
+PreScorePlugin     ``pre_score(state, pod, nodes)``                       Status (SKIP ok)
+ScorePlugin        ``score(state, pod, node_info)``                       int
+ScoreExtensions    ``normalize_score(state, pod, scores)`` (in place)     Status
+ReservePlugin      ``reserve`` / ``unreserve(state, pod, node_name)``     Status / None
+PermitPlugin       ``permit(state, pod, node_name)``                      Status
+PreBindPlugin      ``pre_bind(state, pod, node_name)``                    Status
+BindPlugin         ``bind(state, pod, node_name)``                        Status (SKIP ok)
+PostBindPlugin     ``post_bind(state, pod, node_name)``                   None
+=================  =====================================================  ==================
+
+``PreFilterPlugin.pre_filter`` may narrow the candidate nodes with ``state.restrict_nodes(...)``
+(kube-scheduler's PreFilterResult). ``PreFilterExtensions`` lets preemption and nominated-pod
+evaluation update a plugin's precomputed state when pods are added to or removed from a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
+from custom_scheduler.model import Pod
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: ClassVar[str]
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def less(self, a: Pod, a_ts: float, b: Pod, b_ts: float) -> bool:
+        """Whether ``a`` (queued at ``a_ts``) goes before ``b`` (queued at ``b_ts``)."""
+        ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Plugin, Protocol):
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status: ...
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    status: Status
+    nominated_node_name: str = ""
+    message: str = ""
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterResult: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int: ...
+
+
+@runtime_checkable
+class ScoreExtensions(Plugin, Protocol):
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status: ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+class Handle(Protocol):
+    """What the framework lends plugins: the current snapshot and, for I/O plugins, the API."""
+
+    def snapshot_nodes(self) -> Sequence[NodeInfo]:
+        """Every node of the current cycle's snapshot (PreFilter of spread/affinity counts pods here)."""
+        ...
+
+    def get_node(self, name: str) -> NodeInfo | None: ...
+
+    @property
+    def client(self) -> Any:
+        """The :class:`custom_scheduler.kube.client.KubeClient`, or None offline (explain, simulate)."""
+        ...
+
+    @property
+    def profile_name(self) -> str: ...
+
+
+#: A plugin factory: ``(args, handle) -> plugin``; ``args`` is the already-validated Args object.
+PluginFactory = Callable[[Any, Handle], Plugin]

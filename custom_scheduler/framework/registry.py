@@ -1,0 +1,64 @@
+"""Plugin registry: name → factory and args parser; out-of-tree plugins via entry points.
+
+Why a parser per plugin: the config is validated before anything starts, and each plugin knows its
+own ``pluginConfig`` args. ``parse_args(raw, path)`` turns the raw mapping (or None when the config
+gives no args, which means "all defaults") into the plugin's frozen Args object, raising
+:class:`custom_scheduler.errors.ConfigError` with field paths below ``path``.
+
+Out-of-tree plugins register through the ``custom_scheduler.plugins`` entry-point group; each entry
+point names a :class:`PluginSpec` (or a zero-argument callable returning one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from custom_scheduler.errors import ConfigError
+from custom_scheduler.framework.interface import PluginFactory
+
+ENTRY_POINT_GROUP = "custom_scheduler.plugins"
+
+ArgsParser = Callable[[Mapping[str, Any] | None, str], Any]
+
+
+def no_args(raw: Mapping[str, Any] | None, path: str) -> None:
+    """The parser for plugins that take no args: any non-empty args are an error."""
+    if raw:
+        raise ConfigError(f"plugin takes no args, got {sorted(raw)}", path)
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    name: str
+    factory: PluginFactory
+    parse_args: ArgsParser = no_args
+
+
+class Registry(dict[str, PluginSpec]):
+    """Plugin name → spec. Duplicate names are refused."""
+
+    def register(self, spec: PluginSpec) -> None:
+        if spec.name in self:
+            raise ValueError(f"plugin {spec.name!r} is already registered")
+        self[spec.name] = spec
+
+    def merged(self, other: Mapping[str, PluginSpec]) -> Registry:
+        out = Registry(self)
+        for spec in other.values():
+            out.register(spec)
+        return out
+
+
+def load_entry_points(group: str = ENTRY_POINT_GROUP) -> Registry:
+    """Collect out-of-tree plugins from installed distributions."""
+    reg = Registry()
+    for ep in metadata.entry_points(group=group):
+        obj = ep.load()
+        spec = obj if isinstance(obj, PluginSpec) else obj()
+        if not isinstance(spec, PluginSpec):
+            raise TypeError(f"entry point {ep.name!r} in {group} did not give a PluginSpec")
+        reg.register(spec)
+    return reg
