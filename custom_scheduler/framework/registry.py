@@ -62,3 +62,28 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP) -> Registry:
             raise TypeError(f"entry point {ep.name!r} in {group} did not give a PluginSpec")
         reg.register(spec)
     return reg
+
+
+#: Extension point name (as in the config's ``plugins`` section) → the method that implements it.
+EXTENSION_POINT_METHODS: dict[str, str] = {
+    "queueSort": "less",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+
+def extension_points(spec: PluginSpec) -> frozenset[str]:
+    """The extension points a plugin implements, read off its factory (normally the plugin class).
+
+    Used to expand ``multiPoint`` and to reject a plugin enabled at a point it does not implement.
+    """
+    cls = spec.factory
+    return frozenset(p for p, m in EXTENSION_POINT_METHODS.items() if callable(getattr(cls, m, None)))
