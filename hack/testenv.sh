@@ -149,7 +149,7 @@ for b in kube-apiserver kube-scheduler; do
 done
 install -m 0755 "$etcd_bin" "$dest/etcd"
 has_all "$dest" || die "provisioning finished but $dest lacks one of: $need"
-# The build tree is large; keep only the binaries (and Go, for a rebuild).
-rm -rf "$work"
-log "control plane ready in $dest"
+# Keep the source tree (developers read pkg/scheduler/ there) but drop the build's bulk.
+rm -rf "$srcdir/_output" "$work/gocache" "$work/gopath" "$work"/*.deb "$work"/*.tar.* "$work"/*.dsc
+log "control plane ready in $dest (Kubernetes $K8S_VERSION sources kept in $srcdir)"
 echo "$dest"
