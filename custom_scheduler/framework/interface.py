@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
+from custom_scheduler.labels import Selector
 from custom_scheduler.model import Pod
 
 
@@ -140,6 +141,16 @@ class Handle(Protocol):
 
     @property
     def profile_name(self) -> str: ...
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """Labels of a namespace (for affinity ``namespaceSelector``); None when unknown."""
+        ...
+
+    def default_spread_selector(self, pod: Pod) -> Selector | None:
+        """The union of the selectors of Services, ReplicaSets, StatefulSets and
+        ReplicationControllers that select ``pod`` (PodTopologySpread's system default
+        constraints); None when nothing selects it or the information is not available."""
+        ...
 
 
 #: A plugin factory: ``(args, handle) -> plugin``; ``args`` is the already-validated Args object.
