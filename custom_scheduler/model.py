@@ -295,7 +295,7 @@ def _host_ports(spec: JSON) -> tuple[HostPort, ...]:
         for p in c.get("ports") or ():
             hp = int(p.get("hostPort") or 0)
             if hp > 0:
-                out.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))  # noqa: S104
+                out.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))
     return tuple(out)
 
 

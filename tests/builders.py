@@ -87,7 +87,10 @@ class PodBuilder:
             cs.append({"name": f"c{len(cs)}", "image": "registry.k8s.io/pause:3.9"})
         res = cs[container].setdefault("resources", {})
         res.setdefault("requests", {}).update(requests)
-        res.setdefault("limits", {}).update({k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages")})
+        # Extended resources and hugepages must have limits equal to requests.
+        limits = {k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages")}
+        if limits:
+            res.setdefault("limits", {}).update(limits)
         return self
 
     def init_req(self, requests: dict[str, str], *, sidecar: bool = False) -> PodBuilder:

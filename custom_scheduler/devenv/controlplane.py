@@ -28,6 +28,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,7 +214,7 @@ class ControlPlane:
     # -- helpers ----------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("ab")
-        self._procs[name] = subprocess.Popen(  # noqa: S603 - fixed argv built above
+        self._procs[name] = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
 
@@ -235,7 +236,7 @@ class ControlPlane:
             ["openssl", "genrsa", "-out", str(key), "2048"],
             ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)],
         ):
-            proc = subprocess.run(argv, capture_output=True, check=False)  # noqa: S603
+            proc = subprocess.run(argv, capture_output=True, check=False)
             if proc.returncode != 0:
                 raise ControlPlaneError(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')}")
 
@@ -243,15 +244,15 @@ class ControlPlane:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
     def _get(self, url: str) -> bytes:
-        req = urllib.request.Request(url)  # noqa: S310 - loopback URL built here
+        req = urllib.request.Request(url)
         if url.startswith("https"):
             req.add_header("Authorization", f"Bearer {self.admin_token}")
-            with urllib.request.urlopen(req, timeout=5, context=self._ssl_context()) as r:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=5, context=self._ssl_context()) as r:
                 body: bytes = r.read()
                 return body
-        with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310
-            body = r.read()
-            return body
+        with urllib.request.urlopen(req, timeout=5) as r:
+            plain: bytes = r.read()
+            return plain
 
     def _http_ok(self, url: str) -> bool:
         if url.startswith("https") and not self.ca_file.exists():
@@ -279,7 +280,7 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running(bin_dir: Path | None = None) -> object:
+def running(bin_dir: Path | None = None) -> Iterator[ControlPlane]:
     """Context manager: a started :class:`ControlPlane`, stopped on exit."""
     cp = ControlPlane(bin_dir or find_binaries()).start()
     try:

@@ -1,0 +1,110 @@
+"""Cluster chores for a control plane without kubelets or controllers: tests, demo, benchmarks.
+
+- :func:`create_ready_node`: the API server's ``TaintNodesByCondition`` admission gives every new
+  Node the ``node.kubernetes.io/not-ready:NoSchedule`` taint; kubelet and the node controller would
+  report Ready and lift it. We do both with a status merge-patch and a spec patch that restores
+  exactly the taints the caller asked for.
+- :func:`finish_terminating_pods`: without a kubelet a gracefully deleted bound pod stays
+  Terminating forever; this deletes such pods with grace 0, as a kubelet would once containers stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, node_path, pod_path
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def create_namespace(kube: KubeClient, name: str, labels: dict[str, str] | None = None) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+    with contextlib.suppress(errors.Conflict):
+        kube.post("/api/v1/namespaces", body)
+
+
+def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create a Node, mark it Ready and leave it with exactly the taints in ``obj``."""
+    name = obj["metadata"]["name"]
+    wanted_taints = list((obj.get("spec") or {}).get("taints") or [])
+    status = obj.setdefault("status", {})
+    status.setdefault("conditions", [])
+    ts = now_rfc3339()
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "emulated kubelet is posting ready status",
+        "lastHeartbeatTime": ts,
+        "lastTransitionTime": ts,
+    }
+    with contextlib.suppress(errors.Conflict):
+        kube.post(node_path(), obj)
+    patch_status = {"status": {**{k: v for k, v in status.items() if k != "conditions"}, "conditions": [ready]}}
+    kube.patch(node_path(name, "status"), patch_status, content_type=MERGE_PATCH_CT)
+    node: dict[str, Any] = kube.patch(node_path(name), {"spec": {"taints": wanted_taints or None}}, MERGE_PATCH_CT)
+    return node
+
+
+def delete_nodes(kube: KubeClient, names: Iterable[str]) -> None:
+    for n in names:
+        with contextlib.suppress(errors.NotFound):
+            kube.delete(node_path(n))
+
+
+def bind(kube: KubeClient, namespace: str, name: str, node: str, uid: str = "") -> None:
+    """POST a Binding through the ``pods/binding`` subresource (for tests that bind directly)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    kube.post(pod_path(namespace, name, "binding"), body)
+
+
+def list_pods(kube: KubeClient, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cont = ""
+    while True:
+        doc = kube.get(pod_path(namespace), {"limit": 500, "continue": cont, "labelSelector": label_selector})
+        items.extend(doc.get("items") or [])
+        cont = (doc.get("metadata") or {}).get("continue") or ""
+        if not cont:
+            return items
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns something truthy, or raise TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def finish_terminating_pods(kube: KubeClient, namespace: str) -> int:
+    """Emulate kubelet: delete with grace 0 every pod of ``namespace`` that is Terminating."""
+    n = 0
+    for p in list_pods(kube, namespace):
+        meta = p["metadata"]
+        if meta.get("deletionTimestamp"):
+            try:
+                kube.delete(pod_path(namespace, meta["name"]), {"gracePeriodSeconds": 0})
+                n += 1
+            except errors.NotFound:
+                pass
+    return n

@@ -1,0 +1,258 @@
+"""The only module that knows how requests reach the API server.
+
+Why not the generated API classes: on the hot paths (LIST, WATCH, bind, events) they cost a
+millisecond per object to build models, and ``create_namespaced_pod_binding`` raises *after* a
+successful bind (../shared/docs/python-client.md §4). We use the ``kubernetes`` package for what it
+does well (loading kubeconfig / in-cluster credentials, TLS settings, token refresh) and send raw
+JSON over its urllib3 pool ourselves.
+
+- :class:`KubeClient.request` returns parsed JSON (or raw bytes) for 2xx and raises
+  :mod:`custom_scheduler.kube.errors` for everything else.
+- Writes pass a client-side token bucket (``clientConnection.qps`` / ``burst``), like client-go.
+- :meth:`KubeClient.stream` yields the lines of a chunked response (a watch) with an idle read
+  timeout, so a silent half-open connection is noticed.
+- Separate clients (one for watches, one for writes) keep long streams from starving binds; see
+  :meth:`KubeClient.clone`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+import urllib3
+
+from custom_scheduler.kube import errors
+
+JSON_CT = "application/json"
+MERGE_PATCH_CT = "application/merge-patch+json"
+STRATEGIC_PATCH_CT = "application/strategic-merge-patch+json"
+
+
+class TokenBucket:
+    """client-go's flowcontrol token bucket: ``qps`` tokens per second, at most ``burst`` saved."""
+
+    def __init__(self, qps: float, burst: int, clock: Any = time.monotonic) -> None:
+        self.qps = float(qps)
+        self.burst = max(1, int(burst))
+        self._tokens = float(self.burst)
+        self._clock = clock
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token, sleeping until one is available; returns the seconds waited."""
+        if self.qps <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+
+def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
+    """A ``kubernetes.client.Configuration`` from a kubeconfig file, or in-cluster credentials.
+
+    Empty ``kubeconfig``: in-cluster when ``KUBERNETES_SERVICE_HOST`` is set, else ``$KUBECONFIG``
+    or ``~/.kube/config`` (never silently the other way round).
+    """
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    cfg = k8s_client.Configuration()
+    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        return cfg
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
+    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=path, context=context, client_configuration=cfg, persist_config=False
+    )
+    return cfg
+
+
+class KubeClient:
+    """Raw-JSON access to one API server."""
+
+    def __init__(
+        self,
+        configuration: Any,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        pool_maxsize: int = 32,
+        user_agent: str = "custom-scheduler",
+    ) -> None:
+        from kubernetes.client import rest
+
+        configuration.connection_pool_maxsize = pool_maxsize
+        self._cfg = configuration
+        self._rest = rest.RESTClientObject(configuration)
+        self._pool: urllib3.PoolManager = self._rest.pool_manager
+        self.host = str(configuration.host).rstrip("/")
+        self.limiter = TokenBucket(qps, burst)
+        self.user_agent = user_agent
+        self.qps, self.burst = qps, burst
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str = "", **kw: Any) -> KubeClient:
+        return cls(load_configuration(kubeconfig), **kw)
+
+    def clone(self, **kw: Any) -> KubeClient:
+        """A client with the same credentials and its own connection pool."""
+        args: dict[str, Any] = {"qps": self.qps, "burst": self.burst, "user_agent": self.user_agent}
+        args.update(kw)
+        return KubeClient(self._cfg, **args)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        h = {"Accept": JSON_CT, "User-Agent": self.user_agent}
+        if content_type:
+            h["Content-Type"] = content_type
+        auth = self._cfg.auth_settings().get("BearerToken")
+        if auth and auth.get("value"):
+            h["Authorization"] = auth["value"]
+        return h
+
+    def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
+        q = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
+        return f"{self.host}{path}" + (f"?{urlencode(q)}" if q else "")
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: tuple[float, float] = (5.0, 30.0),
+        rate_limited: bool | None = None,
+    ) -> bytes:
+        """Send one request; return the body of a 2xx answer, raise otherwise."""
+        if rate_limited if rate_limited is not None else method != "GET":
+            self.limiter.acquire()
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else orjson.dumps(body)
+            content_type = content_type or JSON_CT
+        try:
+            resp = self._pool.request(
+                method,
+                self.url(path, query),
+                body=data,
+                headers=self._headers(content_type),
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+                retries=False,
+                preload_content=True,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+        except OSError as e:
+            raise errors.TransportError(f"{method} {path}: {e}") from e
+        if 200 <= resp.status < 300:
+            return bytes(resp.data)
+        raise errors.ApiError.from_response(resp.status, resp.data, resp.headers)
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        """:meth:`request_raw`, with the answer parsed as JSON."""
+        raw = self.request_raw(method, path, **kw)
+        return orjson.loads(raw) if raw else None
+
+    def get(self, path: str, query: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        return self.request("GET", path, query=query, **kw)
+
+    def post(self, path: str, body: Any, **kw: Any) -> Any:
+        return self.request("POST", path, body=body, **kw)
+
+    def put(self, path: str, body: Any, **kw: Any) -> Any:
+        return self.request("PUT", path, body=body, **kw)
+
+    def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH_CT, **kw: Any) -> Any:
+        return self.request("PATCH", path, body=body, content_type=content_type, **kw)
+
+    def delete(self, path: str, body: Any = None, **kw: Any) -> Any:
+        return self.request("DELETE", path, body=body, **kw)
+
+    def stream(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 90.0,
+        on_open: Any = None,
+    ) -> Iterator[bytes]:
+        """Yield the lines of a streamed GET (a watch). The read timeout is an *idle* timeout.
+
+        ``on_open`` receives the urllib3 response once headers arrive, so the owner can close it
+        from another thread to stop the stream.
+        """
+        try:
+            resp = self._pool.request(
+                "GET",
+                self.url(path, query),
+                headers=self._headers(None),
+                timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+                retries=False,
+                preload_content=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise errors.TransportError(f"GET {path}: {type(e).__name__}: {e}") from e
+        except OSError as e:
+            raise errors.TransportError(f"GET {path}: {e}") from e
+        try:
+            if not 200 <= resp.status < 300:
+                raise errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
+            if on_open is not None:
+                on_open(resp)
+            buf = b""
+            try:
+                for chunk in resp.stream(65536, decode_content=True):
+                    buf += chunk
+                    while True:
+                        nl = buf.find(b"\n")
+                        if nl < 0:
+                            break
+                        line, buf = buf[:nl], buf[nl + 1 :]
+                        if line.strip():
+                            yield line
+            except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
+                raise errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
+            if buf.strip():
+                yield buf
+        finally:
+            resp.release_conn()
+
+    def close(self) -> None:
+        self._pool.clear()
+
+
+# -- paths -----------------------------------------------------------------------------------------
+
+
+def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
+    p = f"/api/v1/namespaces/{quote(namespace)}/pods"
+    if name:
+        p += f"/{quote(name)}"
+    if sub:
+        p += f"/{sub}"
+    return p
+
+
+def node_path(name: str = "", sub: str = "") -> str:
+    p = "/api/v1/nodes"
+    if name:
+        p += f"/{quote(name)}"
+    if sub:
+        p += f"/{sub}"
+    return p

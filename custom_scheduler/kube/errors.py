@@ -1,0 +1,90 @@
+"""Errors from talking to the API server, classified by what the caller should do.
+
+::
+
+    KubeError
+    ├── TransportError        connection refused/reset, timeouts, TLS: retry with backoff
+    └── ApiError              the server answered with a non-2xx status
+        ├── NotFound          404: the object is gone
+        ├── Conflict          409: lost a race (already bound, stale resourceVersion, UID mismatch)
+        ├── Gone              410: resourceVersion too old or continue token expired: re-list
+        ├── TooManyRequests   429: API Priority and Fairness; honour Retry-After
+        └── ServerError       5xx: retry with backoff
+
+:func:`is_retryable` is the single predicate the tenacity policies use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+class KubeError(Exception):
+    """Base of every error raised by :mod:`custom_scheduler.kube`."""
+
+
+class TransportError(KubeError):
+    """The request did not get an HTTP answer (connection error, timeout)."""
+
+
+class ApiError(KubeError):
+    """A non-2xx answer. ``reason`` and ``message`` come from the server's Status, when present."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "", retry_after: float | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(f"{status} {reason}: {message}" if reason or message else str(status))
+
+    @classmethod
+    def from_response(cls, status: int, body: bytes, headers: Any = None) -> ApiError:
+        reason, message = "", ""
+        try:
+            doc = orjson.loads(body) if body else {}
+            if isinstance(doc, dict):
+                reason, message = str(doc.get("reason", "")), str(doc.get("message", ""))
+        except orjson.JSONDecodeError:
+            message = body[:200].decode(errors="replace")
+        retry_after = None
+        if headers is not None:
+            raw = headers.get("Retry-After")
+            if raw:
+                try:
+                    retry_after = float(raw)
+                except ValueError:
+                    retry_after = None
+        klass = _BY_STATUS.get(status)
+        if klass is None:
+            klass = ServerError if status >= 500 else ApiError
+        return klass(status, reason, message, retry_after)
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class Gone(ApiError):
+    pass
+
+
+class TooManyRequests(ApiError):
+    pass
+
+
+class ServerError(ApiError):
+    pass
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone, 429: TooManyRequests}
+
+
+def is_retryable(e: BaseException) -> bool:
+    """Transient failures worth retrying: transport errors, 429 and 5xx."""
+    return isinstance(e, (TransportError, TooManyRequests, ServerError))

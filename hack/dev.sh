@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One entry point that does all set-up on a fresh Debian machine, then runs what was asked:
+#   hack/dev.sh test   lint (ruff, mypy) and the whole test suite against a real control plane
+#   hack/dev.sh demo   a local control plane, the scheduler, a sample workload and a summary
+#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries)
+# Idempotent: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'dev: %s\n' "$*" >&2; }
+
+ensure_apt() {
+    local missing="" p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        log "please install:$missing (needs root)"; exit 1
+    fi
+    log "installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing
+}
+
+setup_python() {
+    local py="${PYTHON:-python3}"
+    "$py" -c 'import sys; assert sys.version_info >= (3, 11), sys.version' \
+        || { log "Python >= 3.11 is required (found $("$py" --version 2>&1))"; exit 1; }
+    if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
+        ensure_apt python3-venv
+    fi
+    if [ ! -x .venv/bin/python ] || [ pyproject.toml -nt .venv/.installed ]; then
+        log "creating .venv and installing the project with its dev extras"
+        [ -x .venv/bin/python ] || "$py" -m venv .venv
+        .venv/bin/python -m pip install -q --upgrade pip
+        .venv/bin/python -m pip install -q -e '.[dev]'
+        touch .venv/.installed
+    fi
+}
+
+setup_controlplane() {
+    # etcd, kube-apiserver, kube-scheduler: $KUBEBUILDER_ASSETS, the cache, or a Debian build.
+    KUBE_ASSETS="$(bash hack/testenv.sh)"
+    export KUBE_ASSETS
+    log "control plane binaries: $KUBE_ASSETS"
+}
+
+setup() {
+    ensure_apt ca-certificates openssl
+    setup_python
+    setup_controlplane
+}
+
+cmd="${1:-test}"
+shift || true
+case "$cmd" in
+    setup) setup ;;
+    lint)
+        setup_python
+        .venv/bin/ruff check custom_scheduler tests bench
+        .venv/bin/mypy
+        ;;
+    test)
+        setup
+        log "ruff"; .venv/bin/ruff check custom_scheduler tests bench
+        log "mypy"; .venv/bin/mypy
+        log "pytest"; .venv/bin/python -m pytest "$@"
+        ;;
+    demo)
+        setup
+        .venv/bin/python -m custom_scheduler demo "$@"
+        ;;
+    *) echo "usage: hack/dev.sh {setup|lint|test|demo} [args]" >&2; exit 2 ;;
+esac
