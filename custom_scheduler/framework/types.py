@@ -245,6 +245,21 @@ class CycleState:
 
 
 @dataclass(slots=True)
+class Snapshot:
+    """An immutable-by-convention view for one scheduling cycle."""
+
+    node_infos: dict[str, NodeInfo] = field(default_factory=dict)
+    node_list: list[NodeInfo] = field(default_factory=list)
+    generation: int = 0
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self.node_infos.get(name)
+
+    def __len__(self) -> int:
+        return len(self.node_list)
+
+
+@dataclass(slots=True)
 class NodeScore:
     name: str
     score: int

@@ -1,0 +1,225 @@
+"""Composition root: builds every object of the daemon and runs it until SIGTERM.
+
+Nothing else constructs concrete classes; everything below receives its collaborators. That keeps
+the rest testable with fakes and makes this file the map of the process:
+
+    KubeClient ×2 (watches / writes) ─▶ informers (pods, nodes, namespaces) ─▶ Scheduler sinks
+                                                                  │
+    Cache ◀── assume/forget ── Scheduler.schedule_one ◀── SchedulingQueue ◀┘
+                                    │
+                                    └─▶ binder pool (DefaultBinder) ─▶ Writer (events, conditions)
+
+Shutdown (SIGTERM/SIGINT): stop popping pods, let in-flight binds finish, flush queued events,
+stop the informers, exit 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from custom_scheduler.config.types import Profile, SchedulerConfig
+from custom_scheduler.core import queue as q
+from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.core.events import Writer
+from custom_scheduler.core.informers import Informer, node_informer, pod_informer
+from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
+from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.registry import Registry
+from custom_scheduler.framework.runtime import Framework
+from custom_scheduler.framework.types import Snapshot
+from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.model import Node, Pod
+
+log = structlog.get_logger("custom_scheduler.app")
+
+
+@dataclass(slots=True)
+class Namespace:
+    name: str
+    labels: dict[str, str]
+    resource_version: str
+
+
+def _namespace_from_json(doc: dict[str, Any]) -> Namespace:
+    meta = doc.get("metadata") or {}
+    return Namespace(meta.get("name", ""), dict(meta.get("labels") or {}), meta.get("resourceVersion", ""))
+
+
+class _NullSink:
+    def on_add(self, obj: Any) -> None: ...
+
+    def on_update(self, old: Any, new: Any) -> None: ...
+
+    def on_delete(self, obj: Any) -> None: ...
+
+
+class _PodSink:
+    def __init__(self, s: Scheduler) -> None:
+        self.on_add: Callable[[Pod], None] = s.on_pod_add
+        self.on_update: Callable[[Pod, Pod], None] = s.on_pod_update
+        self.on_delete: Callable[[Pod], None] = s.on_pod_delete
+
+
+class _NodeSink:
+    def __init__(self, s: Scheduler) -> None:
+        self.on_add: Callable[[Node], None] = s.on_node_add
+        self.on_update: Callable[[Node, Node], None] = s.on_node_update
+        self.on_delete: Callable[[Node], None] = s.on_node_delete
+
+
+def build_frameworks(
+    profiles: tuple[Profile, ...],
+    registry: Registry,
+    snapshot: Snapshot,
+    *,
+    client: Any,
+    namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
+) -> dict[str, Framework]:
+    out = {}
+    for prof in profiles:
+        handle = SnapshotHandle(
+            snapshot, profile_name=prof.scheduler_name, client=client, namespace_labels=namespace_labels
+        )
+        out[prof.scheduler_name] = Framework(
+            prof.scheduler_name,
+            prof.plugins,
+            prof.plugin_args,
+            registry,
+            handle,
+            percentage_of_nodes_to_score=prof.percentage_of_nodes_to_score,
+        )
+    return out
+
+
+class App:
+    """The daemon: call :meth:`start`, then :meth:`wait` (or :meth:`stop`)."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        registry: Registry,
+        client: KubeClient,
+        *,
+        dry_run: bool = False,
+        observer: Observer | None = None,
+        on_decision: Callable[[Decision], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.watch_client = client.clone(qps=0, pool_maxsize=8)
+        self.stop_event = threading.Event()
+        self.cache = Cache()
+        fwks_snapshot = Snapshot()
+        self.namespaces: Informer[Any] = Informer(
+            self.watch_client,
+            "/api/v1/namespaces",
+            _namespace_from_json,
+            lambda n: n.name,
+            _NullSink(),
+            name="namespaces",
+        )
+        self.profiles = build_frameworks(
+            config.profiles, registry, fwks_snapshot, client=client, namespace_labels=self._namespace_labels
+        )
+        first = next(iter(self.profiles.values()))
+        sort = first.queue_sort
+        self.queue = q.SchedulingQueue(
+            lambda a, b: sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
+            initial_backoff=float(config.pod_initial_backoff_seconds),
+            max_backoff=float(config.pod_max_backoff_seconds),
+        )
+        self.writer = Writer(client, reporting_controller=first.profile_name, dry_run=dry_run)
+        self.scheduler = Scheduler(
+            profiles=self.profiles,
+            cache=self.cache,
+            queue=self.queue,
+            writer=self.writer,
+            algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
+            dry_run=dry_run,
+            observer=observer,
+            on_decision=on_decision,
+        )
+        # The frameworks' handles read the scheduler's snapshot (the one each cycle refreshes).
+        for fwk in self.profiles.values():
+            handle = fwk.handle
+            if isinstance(handle, SnapshotHandle):
+                handle.snapshot = self.scheduler.snapshot
+        self.pods = pod_informer(self.watch_client, _PodSink(self.scheduler))
+        self.nodes = node_informer(self.watch_client, _NodeSink(self.scheduler))
+        self._threads: list[threading.Thread] = []
+
+    def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        ns = self.namespaces.get(name)
+        return ns.labels if ns is not None else None
+
+    @property
+    def ready(self) -> bool:
+        return self.pods.synced.is_set() and self.nodes.synced.is_set() and self.namespaces.synced.is_set()
+
+    def start_informers(self) -> None:
+        self.writer.start()
+        for inf in (self.namespaces, self.nodes, self.pods):
+            inf.start()
+
+    def wait_for_sync(self, timeout: float = 120.0) -> bool:
+        deadline = time.monotonic() + timeout
+        for inf in (self.namespaces, self.nodes, self.pods):
+            if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def start_scheduling(self) -> None:
+        """Start the scheduling loop (on a leader, once caches are in sync)."""
+        self._spawn("queue-flush", lambda: self.queue.run_flush_loops(self.stop_event))
+        self._spawn("cache-cleanup", self._cleanup_loop)
+        self._spawn("scheduling", lambda: self.scheduler.run(self.stop_event))
+        log.info("scheduling_started", profiles=sorted(self.profiles))
+
+    def start(self, sync_timeout: float = 120.0) -> None:
+        self.start_informers()
+        if not self.wait_for_sync(sync_timeout):
+            raise TimeoutError("informers did not sync")
+        log.info("caches_synced", nodes=len(self.nodes.list()), pods=len(self.pods.list()))
+        self.start_scheduling()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _cleanup_loop(self) -> None:
+        while not self.stop_event.wait(1.0):
+            for pod in self.cache.cleanup_expired():
+                log.warning("assumed_pod_expired", pod=pod.key, node=pod.node_name)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking pods, finish in-flight binds, flush writes, stop informers."""
+        self.stop_event.set()
+        self.queue.close()
+        for t in self._threads:
+            t.join(timeout)
+        self.scheduler.shutdown(timeout)
+        self.writer.stop(timeout=5.0)
+        for inf in (self.pods, self.nodes, self.namespaces):
+            inf.stop()
+        log.info("stopped")
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            self.stop_event.set()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def wait(self) -> None:
+        while not self.stop_event.wait(1.0):
+            pass

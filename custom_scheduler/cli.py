@@ -1,0 +1,117 @@
+"""The ``custom-scheduler`` command: argument parsing only; the work happens elsewhere.
+
+Commands:
+  run           the daemon (``--config``, ``--kubeconfig``, ``--dry-run`` for shadow mode)
+  check-config  validate a config file and print the effective configuration (defaults filled)
+  demo          a local control plane, the daemon, a sample workload and a summary
+
+Exit codes: 0 success, 1 runtime failure, 2 invalid usage or configuration (a message naming the
+field, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="custom-scheduler", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the scheduler daemon")
+    run.add_argument("--config", required=True, help="KubeSchedulerConfiguration YAML file")
+    run.add_argument("--kubeconfig", default=None, help="overrides clientConnection.kubeconfig")
+    run.add_argument("--dry-run", action="store_true", help="shadow mode: decide, but never write to the API")
+    run.add_argument("--log-level", default=None)
+
+    chk = sub.add_parser("check-config", help="validate a config file and print the effective config")
+    chk.add_argument("file")
+
+    demo = sub.add_parser("demo", help="run the demo on a local control plane")
+    demo.add_argument("--keep", action="store_true", help="leave the control plane running until Ctrl-C")
+    return p
+
+
+def _load(path: str) -> object:
+    from custom_scheduler import config
+    from custom_scheduler.builtin import full_registry
+    from custom_scheduler.errors import ConfigError
+
+    try:
+        return config.load_config_file(path, full_registry())
+    except ConfigError as e:
+        print(f"custom-scheduler: invalid configuration {path}:", file=sys.stderr)
+        for err in e.errors:
+            print(f"  {err}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from custom_scheduler import config
+
+    cfg = _load(args.file)
+    assert isinstance(cfg, config.SchedulerConfig)
+    sys.stdout.write(config.render_effective(cfg))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from custom_scheduler import config, logs
+    from custom_scheduler.app import App
+    from custom_scheduler.builtin import full_registry
+    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube.client import KubeClient
+
+    logs.setup(args.log_level)
+    import structlog
+
+    log = structlog.get_logger("custom_scheduler.cli")
+    cfg = _load(args.config)
+    assert isinstance(cfg, config.SchedulerConfig)
+    if args.kubeconfig is not None:
+        cfg = dataclasses.replace(
+            cfg, client_connection=dataclasses.replace(cfg.client_connection, kubeconfig=args.kubeconfig)
+        )
+    cc = cfg.client_connection
+    try:
+        client = KubeClient.from_kubeconfig(cc.kubeconfig, qps=cc.qps, burst=cc.burst)
+    except Exception as e:
+        print(f"custom-scheduler: cannot load cluster credentials: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    app = App(cfg, full_registry(), client, dry_run=args.dry_run)
+    app.install_signal_handlers()
+    try:
+        app.start()
+    except (TimeoutError, kerrors.KubeError) as e:
+        log.error("startup_failed", error=str(e))
+        app.stop()
+        return 1
+    app.wait()
+    app.stop()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from custom_scheduler.devenv import demo
+
+    return demo.main(keep=args.keep)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "check-config":
+            return cmd_check_config(args)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_CONFIG

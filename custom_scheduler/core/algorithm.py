@@ -1,0 +1,170 @@
+"""One scheduling decision, without I/O: PreFilter → Filter → PreScore → Score → select.
+
+Shared by the daemon, ``explain`` and ``simulate`` so that all three decide the same way. Follows
+kube-scheduler's ``schedulePod``:
+
+- a nominated node (from an earlier preemption) is tried first and taken if it passes the filters;
+- at most ``num_feasible_nodes_to_find`` feasible nodes are searched for, starting at a rotating
+  index so that successive pods look at different parts of a large cluster;
+- one feasible node is taken without scoring; otherwise the best total wins, ties broken uniformly
+  at random (reservoir sampling with an injected ``random.Random`` so tests and simulate can seed it).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from custom_scheduler.framework.runtime import Framework, ScoredNode
+from custom_scheduler.framework.types import CycleState, FitError, NodeInfo, Snapshot, Status
+from custom_scheduler.model import Pod
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+DEFAULT_PERCENTAGE_BASE = 50
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int | None) -> int:
+    """kube-scheduler's adaptive sampling: all of small clusters, ``max(5, 50 - n/125)`` % of big ones."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct >= 100:
+        return num_all_nodes
+    if pct <= 0:
+        pct = max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, DEFAULT_PERCENTAGE_BASE - num_all_nodes // 125)
+    k = num_all_nodes * pct // 100
+    return max(k, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    node: str
+    evaluated: int
+    feasible: int
+    scores: list[ScoredNode] = field(default_factory=list)
+    statuses: dict[str, Status] = field(default_factory=dict)
+
+
+class Algorithm:
+    """Holds the rotating start index across cycles; otherwise stateless."""
+
+    def __init__(self, rng: random.Random | None = None, percentage_of_nodes_to_score: int = 0) -> None:
+        self.rng = rng or random.Random()
+        self.next_start = 0
+        self.percentage = percentage_of_nodes_to_score
+
+    def schedule(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        snap: Snapshot,
+        nominated: Mapping[str, Sequence[Pod]] | None = None,
+        *,
+        find_all: bool = False,
+    ) -> ScheduleResult:
+        """Pick a node for ``pod`` or raise :class:`FitError` (or FrameworkError on plugin errors).
+
+        ``find_all`` evaluates every node (explain does this to report each node's verdict).
+        """
+        nominated = nominated or {}
+        nodes = snap.node_list
+        if not nodes:
+            raise FitError(pod, 0)
+        st = fwk.run_pre_filter(state, pod, nodes)
+        if not st.is_success:
+            if st.is_rejected:
+                raise FitError(pod, len(nodes), {ni.name: st for ni in nodes}, pre_filter_msg=st.message)
+            raise RuntimeError(f"running PreFilter plugin {st.plugin!r}: {st.message}")
+
+        statuses: dict[str, Status] = {}
+        candidates: Sequence[NodeInfo] = nodes
+        if state.node_names is not None:
+            allowed = state.node_names
+            reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{_prefilter_names(fwk)}]")
+            for ni in nodes:
+                if ni.name not in allowed:
+                    statuses[ni.name] = reason
+            candidates = [ni for ni in nodes if ni.name in allowed]
+
+        # A pod nominated by an earlier preemption tries that node first.
+        if pod.nominated_node_name and not find_all:
+            nom = snap.get(pod.nominated_node_name)
+            if nom is not None and (state.node_names is None or nom.name in state.node_names):
+                s = fwk.run_filter_with_nominated(state, pod, nom, nominated.get(nom.name, ()))
+                if s.is_success:
+                    return ScheduleResult(nom.name, 1, 1)
+
+        feasible, evaluated = self._find_feasible(fwk, state, pod, candidates, nominated, statuses, find_all)
+        if not feasible:
+            raise FitError(pod, len(nodes), statuses)
+        if len(feasible) == 1 and not find_all:
+            return ScheduleResult(feasible[0].name, evaluated, 1, statuses=statuses)
+
+        st = fwk.run_pre_score(state, pod, feasible)
+        if not st.is_success:
+            raise RuntimeError(f"running PreScore plugin {st.plugin!r}: {st.message}")
+        if fwk.has_score_plugins:
+            scored = fwk.run_score(state, pod, feasible)
+        else:
+            scored = [ScoredNode(n.name, 1) for n in feasible]
+        return ScheduleResult(self.select(scored), evaluated, len(feasible), scored, statuses)
+
+    def _find_feasible(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        nominated: Mapping[str, Sequence[Pod]],
+        statuses: dict[str, Status],
+        find_all: bool,
+    ) -> tuple[list[NodeInfo], int]:
+        n = len(nodes)
+        if n == 0:
+            return [], 0
+        pct = fwk.percentage_of_nodes_to_score
+        want = n if find_all else num_feasible_nodes_to_find(n, pct if pct is not None else self.percentage)
+        if not fwk.has_score_plugins and not find_all:
+            want = 1
+        feasible: list[NodeInfo] = []
+        start = self.next_start % n
+        processed = 0
+        for i in range(n):
+            ni = nodes[(start + i) % n]
+            processed += 1
+            noms = nominated.get(ni.name)
+            s = (
+                fwk.run_filter_with_nominated(state, pod, ni, noms)
+                if noms
+                else fwk.run_filter(state, pod, ni)
+            )
+            if s.is_success:
+                feasible.append(ni)
+                if len(feasible) >= want:
+                    break
+            else:
+                if s.code.name == "ERROR":
+                    raise RuntimeError(f"running Filter plugin {s.plugin!r}: {s.message}")
+                statuses[ni.name] = s
+        self.next_start = (start + processed) % n
+        return feasible, processed
+
+    def select(self, scored: Sequence[ScoredNode]) -> str:
+        """The highest total; ties broken uniformly at random (reservoir sampling)."""
+        best = scored[0]
+        ties = 1
+        for s in scored[1:]:
+            if s.total > best.total:
+                best, ties = s, 1
+            elif s.total == best.total:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best = s
+        return best.name
+
+
+def _prefilter_names(fwk: Framework) -> str:
+    return " ".join(p.name for p in fwk.pre_filter)

@@ -1,0 +1,233 @@
+"""Kubernetes Events (``events.k8s.io/v1``) and pod status writes, off the scheduling thread.
+
+Why a background writer: the scheduling cycle must never wait on the API. Events and the
+``PodScheduled`` condition are queued here and written by one worker thread; when the queue is
+full, the write is dropped and counted (as client-go's broadcaster does) rather than blocking.
+
+Event storms: a pod that keeps failing while it backs off would emit one ``FailedScheduling`` per
+attempt. Like client-go's ``tools/events``, repeats of the same (pod, reason, note) within
+:data:`SERIES_WINDOW` update the first event's ``series`` (count, lastObservedTime) instead of
+creating new events, and those PATCHes are themselves limited to one per :data:`SERIES_PATCH_EVERY`.
+"""
+
+from __future__ import annotations
+
+import queue
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_path
+from custom_scheduler.model import Pod
+
+log = structlog.get_logger("custom_scheduler.events")
+
+MAX_NOTE = 1024
+SERIES_WINDOW = 600.0
+SERIES_PATCH_EVERY = 30.0
+CACHE_SIZE = 4096
+
+
+def micro_time(ts: float | None = None) -> str:
+    """MicroTime with exactly six fractional digits, which the API server requires."""
+    dt = datetime.fromtimestamp(ts if ts is not None else time.time(), UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(ts if ts is not None else time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def truncate_note(note: str) -> str:
+    return note if len(note) <= MAX_NOTE else note[: MAX_NOTE - 4] + " ..."
+
+
+@dataclass(slots=True)
+class _Series:
+    name: str
+    namespace: str
+    count: int
+    first: float
+    last_patch: float
+    pending: bool = False
+
+
+class Writer:
+    """One background thread that performs queued API writes (events, status patches)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        reporting_controller: str = "custom-scheduler",
+        instance: str = "",
+        max_queue: int = 10000,
+        on_dropped: Callable[[], None] | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        self.client = client
+        self.controller = reporting_controller
+        self.instance = (instance or f"{reporting_controller}-{secrets.token_hex(4)}")[:128]
+        self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(max_queue)
+        self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._on_dropped = on_dropped or (lambda: None)
+        self.dropped = 0
+        self.dry_run = dry_run
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="api-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Flush what is queued (up to ``timeout``), then stop."""
+        if self._thread is None:
+            return
+        try:
+            self._q.put(None, timeout=timeout)
+        except queue.Full:
+            pass
+        self._thread.join(timeout)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until everything queued so far has been written (tests, shutdown)."""
+        done = threading.Event()
+        self._submit(done.set)
+        done.wait(timeout)
+
+    def _submit(self, fn: Callable[[], None]) -> None:
+        if self.dry_run:
+            return
+        try:
+            self._q.put_nowait(fn)
+        except queue.Full:
+            self.dropped += 1
+            self._on_dropped()
+
+    def _run(self) -> None:
+        while True:
+            fn = self._q.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except errors.KubeError as e:
+                log.warning("api_write_failed", error=str(e)[:300])
+            except Exception:
+                log.exception("api_write_crashed")
+
+    # -- events -----------------------------------------------------------------------------------
+    def event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str, controller: str = "") -> None:
+        note = truncate_note(note)
+        controller = controller or self.controller
+        key = (pod.uid, reason, note)
+        now = time.time()
+        with self._lock:
+            s = self._series.get(key)
+            if s is not None and now - s.first < SERIES_WINDOW:
+                s.count += 1
+                self._series.move_to_end(key)
+                if s.pending or now - s.last_patch < SERIES_PATCH_EVERY:
+                    s.pending = True
+                    return
+                s.last_patch = now
+                series = s
+            else:
+                series = None
+        if series is None:
+            self._submit(lambda: self._create_event(pod, type_, reason, action, note, controller, key, now))
+        else:
+            self._submit(lambda: self._patch_series(series))
+
+    def _create_event(
+        self,
+        pod: Pod,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        controller: str,
+        key: tuple[str, str, str],
+        now: float,
+    ) -> None:
+        name = f"{pod.name}.{time.time_ns():x}"
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": pod.namespace},
+            "eventTime": micro_time(now),
+            "reportingController": controller,
+            "reportingInstance": self.instance,
+            "action": action,
+            "reason": reason,
+            "type": type_,
+            "note": note,
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+                "resourceVersion": pod.resource_version,
+            },
+        }
+        self.client.post(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body)
+        with self._lock:
+            self._series[key] = _Series(name, pod.namespace, 1, now, now)
+            while len(self._series) > CACHE_SIZE:
+                self._series.popitem(last=False)
+
+    def _patch_series(self, s: _Series) -> None:
+        with self._lock:
+            s.pending = False
+            count = s.count
+        body = {"series": {"count": count, "lastObservedTime": micro_time()}}
+        try:
+            self.client.patch(
+                f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events/{s.name}",
+                body,
+                content_type="application/merge-patch+json",
+            )
+        except errors.NotFound:
+            pass
+
+    # -- pod status -------------------------------------------------------------------------------
+    def pod_condition(self, pod: Pod, *, status: str, reason: str, message: str, nominated: str | None = None) -> None:
+        """PATCH ``PodScheduled`` (and optionally ``nominatedNodeName``) when something changed."""
+        cond = pod.scheduled_condition
+        if cond == (status, reason, message) and nominated is None:
+            return
+        patch: dict[str, Any] = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": status,
+                        "reason": reason,
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": rfc3339(),
+                    }
+                ]
+            }
+        }
+        if nominated is not None:
+            patch["status"]["nominatedNodeName"] = nominated or None
+        patch["metadata"] = {"uid": pod.uid}
+
+        def write() -> None:
+            try:
+                self.client.patch(pod_path(pod.namespace, pod.name, "status"), patch, STRATEGIC_PATCH_CT)
+            except errors.NotFound:
+                pass
+
+        self._submit(write)

@@ -1,0 +1,314 @@
+"""The scheduling loop: pop → snapshot → decide → assume → bind (asynchronously).
+
+Threads and who owns what:
+
+- informer threads (pods, nodes) call the ``on_*`` sinks here, which update the cache and queue;
+- one scheduling thread runs :meth:`Scheduler.schedule_one` in a loop: it alone reads snapshots
+  and runs Filter/Score, so plugins need no locking;
+- a bounded pool runs binding cycles (PreBind, Bind, PostBind) concurrently with later
+  scheduling cycles, exactly as kube-scheduler's per-pod binding goroutines;
+- the API writer thread (events, pod conditions) and the queue's flush loop.
+
+Every popped pod reaches ``queue.done`` on every path. A pod is assumed in the cache before its
+binding starts, so the next cycle already sees the node as used; a failed bind forgets it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from custom_scheduler.core import queue as q
+from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.core.events import Writer
+from custom_scheduler.core.nominator import Nominator
+from custom_scheduler.framework.runtime import Framework, FrameworkError
+from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
+from custom_scheduler.model import Node, Pod
+from custom_scheduler.plugins import default_binder
+
+log = structlog.get_logger("custom_scheduler.scheduler")
+
+
+class Observer:
+    """Hooks for metrics; the default does nothing (tests and simulate need none)."""
+
+    def attempt(self, profile: str, result: str, seconds: float) -> None: ...
+
+    def bound(self, profile: str, seconds: float, retries: int) -> None: ...
+
+    def pending(self, counts: Mapping[str, int]) -> None: ...
+
+
+@dataclass(slots=True)
+class Decision:
+    """What happened to one pod in one cycle (for logs, shadow mode and tests)."""
+
+    pod: str
+    result: str  # scheduled | unschedulable | error | skipped
+    node: str = ""
+    message: str = ""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        profiles: Mapping[str, Framework],
+        cache: Cache,
+        queue: q.SchedulingQueue,
+        writer: Writer | None,
+        algorithm: Algorithm | None = None,
+        nominator: Nominator | None = None,
+        bind_workers: int = 16,
+        dry_run: bool = False,
+        observer: Observer | None = None,
+        on_decision: Callable[[Decision], None] | None = None,
+    ) -> None:
+        self.profiles = dict(profiles)
+        self.cache = cache
+        self.queue = queue
+        self.writer = writer
+        self.algorithm = algorithm or Algorithm()
+        self.nominator = nominator or Nominator()
+        self.snapshot = Snapshot()
+        self.dry_run = dry_run
+        self.observer = observer or Observer()
+        self.on_decision = on_decision
+        self._binders = ThreadPoolExecutor(max_workers=bind_workers, thread_name_prefix="bind")
+        self._inflight = threading.Semaphore(bind_workers * 8)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._binding: set[str] = set()
+
+    # -- informer sinks ---------------------------------------------------------------------------
+    def responsible_for(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    def on_pod_add(self, pod: Pod) -> None:
+        if pod.node_name:
+            self.cache.add_pod(pod)
+            self.nominator.remove(pod)
+            self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _affinity_pre_check(pod))
+        elif self.responsible_for(pod):
+            if pod.nominated_node_name:
+                self.nominator.add(pod, pod.nominated_node_name)
+            self.queue.add(pod)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        if new.node_name:
+            if not old.node_name:
+                # Bound (by us, confirmed; or by someone else): leaves the queue, enters the cache.
+                self.queue.delete(new)
+                self.nominator.remove(new)
+            self.cache.update_pod(new)
+            if old.labels != new.labels:
+                self.queue.move_all_to_active_or_backoff("AssignedPodUpdate")
+        elif self.responsible_for(new):
+            if self.cache.is_assumed(new.uid):
+                return  # our bind is in flight; the watch has not caught up yet
+            if new.nominated_node_name:
+                self.nominator.add(new, new.nominated_node_name)
+            self.queue.update(new)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        self.nominator.remove(pod)
+        if pod.node_name or self.cache.get_pod(pod.uid) is not None:
+            self.cache.remove_pod(pod)
+            self.queue.move_all_to_active_or_backoff("AssignedPodDelete")
+        self.queue.delete(pod)
+
+    def on_node_add(self, node: Node) -> None:
+        self.cache.add_node(node)
+        self.queue.move_all_to_active_or_backoff("NodeAdd")
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        self.cache.update_node(new)
+        if (old.allocatable, old.labels, old.taints, old.unschedulable) != (
+            new.allocatable,
+            new.labels,
+            new.taints,
+            new.unschedulable,
+        ):
+            self.queue.move_all_to_active_or_backoff("NodeUpdate")
+
+    def on_node_delete(self, node: Node) -> None:
+        self.cache.remove_node(node.name)
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Schedule until ``stop`` is set."""
+        self._stop = stop
+        while not stop.is_set():
+            qpi = self.queue.pop(timeout=0.5)
+            if qpi is None:
+                continue
+            try:
+                self.schedule_one(qpi)
+            except Exception:
+                log.exception("schedule_one_crashed", pod=qpi.pod.key)
+                self.queue.add_backoff(qpi)
+                self.queue.done(qpi.pod.uid)
+
+    def schedule_one(self, qpi: q.QueuedPodInfo) -> Decision:
+        pod = qpi.pod
+        fwk = self.profiles.get(pod.scheduler_name)
+        if fwk is None or pod.deleting or self.cache.get_pod(pod.uid) is not None:
+            # Not ours any more, being deleted, or already assumed/bound: skip.
+            self.queue.done(pod.uid)
+            return self._decided(Decision(pod.key, "skipped"))
+        start = time.monotonic()
+        self.cache.update_snapshot(self.snapshot)
+        state = CycleState()
+        cycle = self.queue.scheduling_cycle
+        try:
+            result = self.algorithm.schedule(fwk, state, pod, self.snapshot, self.nominator.by_node())
+        except FitError as fit:
+            post = fwk.run_post_filter(state, pod, fit.statuses) if fwk.post_filter else None
+            if post is not None and post.message:
+                fit.post_filter_msg = post.message
+            nominated = post.nominated_node_name if post is not None and post.status.is_success else None
+            if nominated:
+                self.nominator.add(pod, nominated)
+            msg = str(fit)
+            qpi.unschedulable_plugins = fit.rejecting_plugins
+            self._fail(fwk, qpi, cycle, "Unschedulable", msg, nominated=nominated)
+            self.observer.attempt(fwk.profile_name, "unschedulable", time.monotonic() - start)
+            return self._decided(Decision(pod.key, "unschedulable", message=msg))
+        except (FrameworkError, RuntimeError) as e:
+            self._fail(fwk, qpi, cycle, "SchedulerError", str(e))
+            self.observer.attempt(fwk.profile_name, "error", time.monotonic() - start)
+            return self._decided(Decision(pod.key, "error", message=str(e)))
+
+        node = result.node
+        assumed = self.cache.assume(pod, node)
+        self.nominator.remove(pod)
+        st = fwk.run_reserve(state, assumed, node)
+        if st.is_success:
+            st = fwk.run_permit(state, assumed, node)
+        if not st.is_success:
+            fwk.run_unreserve(state, assumed, node)
+            self.cache.forget(pod.uid)
+            self._fail(fwk, qpi, cycle, "SchedulerError", st.message or "reserve/permit rejected the pod")
+            self.observer.attempt(fwk.profile_name, "error", time.monotonic() - start)
+            return self._decided(Decision(pod.key, "error", message=st.message))
+
+        self.observer.attempt(fwk.profile_name, "scheduled", time.monotonic() - start)
+        decision = Decision(pod.key, "scheduled", node)
+        if self.dry_run:
+            # Shadow mode: keep the decision in the cache (so later decisions account for it) and
+            # never write to the API server.
+            self.cache.finish_binding(pod.uid)
+            self.queue.done(pod.uid)
+            log.info("pod_scheduled_dry_run", pod=pod.key, node=node, evaluated=result.evaluated)
+            return self._decided(decision)
+        self._inflight.acquire()
+        self._binders.submit(self._binding_cycle, fwk, state, qpi, assumed, node, cycle, time.monotonic())
+        return self._decided(decision)
+
+    def _decided(self, d: Decision) -> Decision:
+        if self.on_decision is not None:
+            self.on_decision(d)
+        return d
+
+    # -- binding cycle (pool thread) --------------------------------------------------------------
+    def _binding_cycle(
+        self, fwk: Framework, state: CycleState, qpi: q.QueuedPodInfo, pod: Pod, node: str, cycle: int, t0: float
+    ) -> None:
+        retries = 0
+        try:
+            st = fwk.run_pre_bind(state, pod, node)
+            if st.is_success:
+                binder = fwk.plugin(default_binder.NAME)
+                before = getattr(binder, "retries", 0)
+                st = fwk.run_bind(state, pod, node)
+                retries = getattr(binder, "retries", 0) - before
+            if st.is_success:
+                self.cache.finish_binding(pod.uid)
+                self.observer.bound(fwk.profile_name, time.monotonic() - t0, max(0, retries))
+                if self.writer is not None:
+                    self.writer.event(
+                        pod,
+                        type_="Normal",
+                        reason="Scheduled",
+                        action="Binding",
+                        note=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+                        controller=fwk.profile_name,
+                    )
+                fwk.run_post_bind(state, pod, node)
+                log.info("pod_bound", pod=pod.key, node=node, seconds=round(time.monotonic() - t0, 4))
+                self.queue.done(pod.uid)
+                return
+            fwk.run_unreserve(state, pod, node)
+            self.cache.forget(pod.uid)
+            # Another pod's resources were freed, as if an assigned pod was deleted.
+            self.queue.move_all_to_active_or_backoff("AssignedPodDelete")
+            if {default_binder.REASON_POD_GONE, default_binder.REASON_ASSIGNED_ELSEWHERE} & set(st.reasons):
+                log.info("bind_abandoned", pod=pod.key, node=node, reason=st.message)
+                self.queue.delete(pod)
+                self.queue.done(pod.uid)
+                return
+            log.warning("bind_failed", pod=pod.key, node=node, reason=st.message)
+            self._fail(fwk, qpi, cycle, "SchedulerError", f"running Bind plugin {st.plugin!r}: {st.message}")
+        except Exception:
+            log.exception("binding_cycle_crashed", pod=pod.key)
+            self.cache.forget(pod.uid)
+            self.queue.add_backoff(qpi)
+            self.queue.done(pod.uid)
+        finally:
+            self._inflight.release()
+
+    # -- failures ---------------------------------------------------------------------------------
+    def _fail(
+        self,
+        fwk: Framework,
+        qpi: q.QueuedPodInfo,
+        cycle: int,
+        reason: str,
+        message: str,
+        *,
+        nominated: str | None = None,
+    ) -> None:
+        """Record the failure on the pod (event, condition) and requeue it (or not)."""
+        pod = qpi.pod
+        event = "pod_unschedulable" if reason == "Unschedulable" else "pod_schedule_error"
+        log.info(event, pod=pod.key, reason=message)
+        if reason == "Unschedulable" and qpi.unschedulable_plugins:
+            self.queue.add_unschedulable_if_not_present(qpi, cycle)
+        else:
+            self.queue.add_backoff(qpi)
+        self.queue.done(pod.uid)
+        if self.writer is not None and not self.dry_run:
+            self.writer.event(
+                pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message,
+                controller=fwk.profile_name,
+            )
+            self.writer.pod_condition(pod, status="False", reason=reason, message=message, nominated=nominated)
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop taking pods (the caller sets the stop event) and finish in-flight binds."""
+        self._binders.shutdown(wait=True, cancel_futures=False)
+
+
+def _affinity_pre_check(pod: Pod) -> Callable[[Pod], bool]:
+    """An assigned pod appeared. That frees nothing, so only pods that may have failed on pod
+    affinity or topology spread can become schedulable (v1.20 narrowed AssignedPodAdd the same
+    way); moving every unschedulable pod on each bind of a burst would only churn the queue."""
+    return lambda p: p.has_pod_affinity or bool(p.topology_spread_constraints)
+
+
+def fit_status_summary(statuses: Mapping[str, Status]) -> dict[str, Any]:
+    """Reason → node count, for logs."""
+    out: dict[str, int] = {}
+    for st in statuses.values():
+        for r in st.reasons:
+            out[r] = out.get(r, 0) + 1
+    unresolvable = sum(1 for s in statuses.values() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    return {"reasons": out, "unresolvable": unresolvable}

@@ -1,0 +1,267 @@
+"""The framework for one profile: runs each extension point's plugins in configured order.
+
+It is the one place that turns plugin exceptions into ERROR statuses stamped with the plugin's
+name, checks normalised scores are within [0, 100], and applies score weights. The scheduling
+algorithm (which nodes to try, how many, which to pick) lives in :mod:`custom_scheduler.core.algorithm`;
+the daemon, ``explain`` and ``simulate`` all drive the same Framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from custom_scheduler.config.types import PluginRef
+from custom_scheduler.framework import interface as fi
+from custom_scheduler.framework.registry import Registry
+from custom_scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    SUCCESS,
+    Code,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    Status,
+)
+from custom_scheduler.model import Pod
+
+
+@dataclass(slots=True)
+class ScoredNode:
+    """A feasible node's total and the per-plugin detail (raw, normalised, weighted) for explain."""
+
+    name: str
+    total: int = 0
+    raw: dict[str, int] = field(default_factory=dict)
+    normalized: dict[str, int] = field(default_factory=dict)
+    weighted: dict[str, int] = field(default_factory=dict)
+
+
+class FrameworkError(RuntimeError):
+    pass
+
+
+class Framework:
+    """Plugin instances of one profile, ordered per extension point."""
+
+    def __init__(
+        self,
+        profile_name: str,
+        plugins: Mapping[str, Sequence[PluginRef]],
+        plugin_args: Mapping[str, Any],
+        registry: Registry,
+        handle: fi.Handle,
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+    ) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self._instances: dict[str, fi.Plugin] = {}
+
+        def inst(name: str) -> Any:
+            if name not in self._instances:
+                spec = registry.get(name)
+                if spec is None:
+                    raise FrameworkError(f"profile {profile_name!r}: plugin {name!r} is not registered")
+                self._instances[name] = spec.factory(plugin_args.get(name), handle)
+            return self._instances[name]
+
+        def point(name: str, proto: type) -> list[Any]:
+            out = []
+            for ref in plugins.get(name, ()):
+                p = inst(ref.name)
+                if not isinstance(p, proto):
+                    raise FrameworkError(f"plugin {ref.name!r} does not implement {name}")
+                out.append(p)
+            return out
+
+        qs = point("queueSort", fi.QueueSortPlugin)
+        if len(qs) != 1:
+            raise FrameworkError(f"profile {profile_name!r} needs exactly one queueSort plugin, has {len(qs)}")
+        self.queue_sort: fi.QueueSortPlugin = qs[0]
+        self.pre_filter: list[fi.PreFilterPlugin] = point("preFilter", fi.PreFilterPlugin)
+        self.filter: list[fi.FilterPlugin] = point("filter", fi.FilterPlugin)
+        self.post_filter: list[fi.PostFilterPlugin] = point("postFilter", fi.PostFilterPlugin)
+        self.pre_score: list[fi.PreScorePlugin] = point("preScore", fi.PreScorePlugin)
+        self.score: list[tuple[fi.ScorePlugin, int]] = [
+            (inst(r.name), max(1, r.weight)) for r in plugins.get("score", ())
+        ]
+        for p, _ in self.score:
+            if not isinstance(p, fi.ScorePlugin):
+                raise FrameworkError(f"plugin {p.name!r} does not implement score")
+        self.reserve: list[fi.ReservePlugin] = point("reserve", fi.ReservePlugin)
+        self.permit: list[fi.PermitPlugin] = point("permit", fi.PermitPlugin)
+        self.pre_bind: list[fi.PreBindPlugin] = point("preBind", fi.PreBindPlugin)
+        self.bind: list[fi.BindPlugin] = point("bind", fi.BindPlugin)
+        self.post_bind: list[fi.PostBindPlugin] = point("postBind", fi.PostBindPlugin)
+        self.pre_filter_extensions: list[fi.PreFilterExtensions] = [
+            p for p in self.pre_filter if isinstance(p, fi.PreFilterExtensions)
+        ]
+
+    def plugin(self, name: str) -> fi.Plugin | None:
+        return self._instances.get(name)
+
+    # -- scheduling cycle -------------------------------------------------------------------------
+    def run_pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        for p in self.pre_filter:
+            try:
+                st = p.pre_filter(state, pod, nodes)
+            except Exception as e:
+                return Status.from_exception(e, p.name)
+            if st.is_skip:
+                state.skip_filter.add(p.name)
+                continue
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return SUCCESS
+
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        skip = state.skip_filter
+        for p in self.filter:
+            if p.name in skip:
+                continue
+            try:
+                st = p.filter(state, pod, node_info)
+            except Exception as e:
+                return Status.from_exception(e, p.name)
+            if st.code is not Code.SUCCESS:
+                return st.with_plugin(p.name)
+        return SUCCESS
+
+    def run_filter_with_nominated(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod]
+    ) -> Status:
+        """Filter, and if higher-or-equal priority pods are nominated to this node, filter again
+        with them added: the pod must fit both ways (kube-scheduler's RunFilterPluginsWithNominatedPods)."""
+        add = [p for p in nominated if p.priority >= pod.priority and p.uid != pod.uid]
+        if add:
+            ni = node_info.clone()
+            st2 = state.clone()
+            for other in add:
+                ni.add_pod(other)
+                for ext in self.pre_filter_extensions:
+                    if ext.name in st2.skip_filter:
+                        continue
+                    s = ext.add_pod(st2, pod, other, ni)
+                    if not s.is_success:
+                        return s.with_plugin(ext.name)
+            st = self.run_filter(st2, pod, ni)
+            if not st.is_success:
+                return st
+        return self.run_filter(state, pod, node_info)
+
+    def run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> fi.PostFilterResult:
+        last = fi.PostFilterResult(Status.unschedulable())
+        for p in self.post_filter:
+            try:
+                r = p.post_filter(state, pod, statuses)
+            except Exception as e:
+                return fi.PostFilterResult(Status.from_exception(e, p.name))
+            if r.status.is_success or r.status.code is Code.ERROR:
+                return r
+            last = r
+        return last
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        for p in self.pre_score:
+            try:
+                st = p.pre_score(state, pod, nodes)
+            except Exception as e:
+                return Status.from_exception(e, p.name)
+            if st.is_skip:
+                state.skip_score.add(p.name)
+                continue
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return SUCCESS
+
+    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[ScoredNode]:
+        """Score, normalise and weight; raises FrameworkError on a plugin error or invalid score."""
+        out = [ScoredNode(ni.name) for ni in nodes]
+        for p, weight in self.score:
+            if p.name in state.skip_score:
+                continue
+            try:
+                scores = [NodeScore(ni.name, int(p.score(state, pod, ni))) for ni in nodes]
+            except Exception as e:
+                raise FrameworkError(f"running Score plugin {p.name!r}: {type(e).__name__}: {e}") from e
+            raw = [s.score for s in scores]
+            if isinstance(p, fi.ScoreExtensions):
+                st = p.normalize_score(state, pod, scores)
+                if not st.is_success:
+                    raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {st.message}")
+            for sn, r, s in zip(out, raw, scores, strict=True):
+                if not MIN_NODE_SCORE <= s.score <= MAX_NODE_SCORE:
+                    raise FrameworkError(
+                        f'plugin "{p.name}" returns an invalid score {s.score}, '
+                        f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                    )
+                w = s.score * weight
+                sn.raw[p.name] = r
+                sn.normalized[p.name] = s.score
+                sn.weighted[p.name] = w
+                sn.total += w
+        return out
+
+    @property
+    def has_score_plugins(self) -> bool:
+        return bool(self.score)
+
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.reserve:
+            try:
+                st = p.reserve(state, pod, node_name)
+            except Exception as e:
+                st = Status.from_exception(e, p.name)
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in reversed(self.reserve):
+            try:
+                p.unreserve(state, pod, node_name)
+            except Exception:
+                pass
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.permit:
+            try:
+                st = p.permit(state, pod, node_name)
+            except Exception as e:
+                st = Status.from_exception(e, p.name)
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return SUCCESS
+
+    # -- binding cycle ----------------------------------------------------------------------------
+    def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.pre_bind:
+            try:
+                st = p.pre_bind(state, pod, node_name)
+            except Exception as e:
+                st = Status.from_exception(e, p.name)
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return SUCCESS
+
+    def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.bind:
+            try:
+                st = p.bind(state, pod, node_name)
+            except Exception as e:
+                st = Status.from_exception(e, p.name)
+            if st.is_skip:
+                continue
+            return st.with_plugin(p.name)
+        return Status.as_error("no bind plugin bound the pod")
+
+    def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in self.post_bind:
+            try:
+                p.post_bind(state, pod, node_name)
+            except Exception:
+                pass

@@ -1,0 +1,98 @@
+"""DefaultBinder: POST a ``Binding`` to the ``pods/binding`` subresource.
+
+The Binding carries the pod's UID, which the API server (1.22+) checks as a precondition, so a
+pod deleted and recreated under the same name is never bound by mistake.
+
+Retries (tenacity, exponential backoff with jitter, honouring ``Retry-After``) cover 429, 5xx and
+connection errors. They are safe because of the answer-to-a-retry rule: a 409 saying the pod is
+already assigned *to the node we asked for* means an earlier attempt went through, so it counts as
+success. Any other 409 (assigned elsewhere, being deleted) or a 404 is final: the pod is not ours
+to bind any more, and the caller forgets the assumption.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import structlog
+import tenacity
+
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.registry import PluginSpec, no_args
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import pod_path
+from custom_scheduler.model import Pod
+
+log = structlog.get_logger("custom_scheduler.binder")
+
+NAME = "DefaultBinder"
+BIND_TIMEOUT = 30.0
+
+#: Status reasons the scheduler recognises to decide what to do with a failed bind.
+REASON_POD_GONE = "pod not found"
+REASON_ASSIGNED_ELSEWHERE = "pod is already assigned to another node"
+
+
+def _wait_retry_after(retry_state: tenacity.RetryCallState) -> float:
+    exp = tenacity.wait_exponential_jitter(initial=0.1, max=5.0, jitter=0.2)(retry_state)
+    outcome = retry_state.outcome
+    e = outcome.exception() if outcome is not None else None
+    if isinstance(e, errors.ApiError) and e.retry_after:
+        return max(float(e.retry_after), exp)
+    return exp
+
+
+def _log_retry(retry_state: tenacity.RetryCallState) -> None:
+    outcome = retry_state.outcome
+    e = outcome.exception() if outcome is not None else None
+    log.info(
+        "bind_retry",
+        attempt=retry_state.attempt_number,
+        error=str(e)[:200],
+        sleep=round(retry_state.next_action.sleep, 3) if retry_state.next_action else None,
+    )
+
+
+class DefaultBinder:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self.handle = handle
+        self.retries = 0  # attempts beyond the first, for metrics and tests
+
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        client = self.handle.client
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        path = pod_path(pod.namespace, pod.name, "binding")
+
+        def before_sleep(rs: tenacity.RetryCallState) -> None:
+            self.retries += 1
+            _log_retry(rs)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(errors.is_retryable),
+            wait=_wait_retry_after,
+            stop=tenacity.stop_after_attempt(8) | tenacity.stop_before_delay(BIND_TIMEOUT),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            retrying(client.post, path, body, timeout=(5.0, 15.0))
+        except errors.Conflict as e:
+            if f"already assigned to node \"{node_name}\"" in e.message:
+                return SUCCESS
+            return Status(Code.ERROR, (REASON_ASSIGNED_ELSEWHERE, e.message), NAME, e)
+        except errors.NotFound as e:
+            return Status(Code.ERROR, (REASON_POD_GONE,), NAME, e)
+        except errors.KubeError as e:
+            return Status(Code.ERROR, (f"binding rejected: {e}",), NAME, e)
+        return SUCCESS
+
+
+SPEC = PluginSpec(NAME, DefaultBinder, no_args)

@@ -1,0 +1,514 @@
+"""InterPodAffinity: place pods near (affinity) or away from (anti-affinity) other pods.
+
+Why it exists: co-locating a cache with its clients, or keeping two replicas of a database out of
+the same zone, is a rule about *pods*, expressed in node topology: "a node whose ``zone`` label has
+the same value as the node of some pod matching this selector". Required terms filter, preferred
+terms score, and existing pods' terms apply symmetrically to the incoming pod.
+
+Semantics are kube-scheduler's (v1.28+):
+
+- A term selects pods by ``labelSelector`` (null matches nothing) in ``namespaces`` ∪ the
+  namespaces matched by ``namespaceSelector`` (``{}`` matches all; both unset means the pod's own
+  namespace). ``matchLabelKeys``/``mismatchLabelKeys`` AND ``key in/notin (the pod's value)`` into
+  the selector, which is idempotent with the API server doing the same at admission.
+- PreFilter counts, once per pod over every node of the snapshot, per ``(topologyKey, value)``:
+  existing pods whose required anti-affinity matches the incoming pod, existing pods that match
+  *all* of the incoming pod's required affinity terms, and existing pods matching each of its
+  required anti-affinity terms. Filter is then a few dict lookups per node.
+- Filter rejects, in this order: required affinity unsatisfied (UnschedulableAndUnresolvable; the
+  first pod of a self-affine group passes when no pod matches anywhere), the pod's own
+  anti-affinity, then existing pods' anti-affinity (both Unschedulable: preemption may help).
+- Score sums weights per topology domain (incoming preferred terms matched by existing pods,
+  existing pods' required affinity at ``hardPodAffinityWeight`` and preferred terms matched by the
+  incoming pod) and min-max normalises to 0..100.
+
+Existing pods' compiled terms are cached per UID (an existing pod's terms depend only on the pod),
+so a cycle over 10,000 pods compiles only the pods that changed. Cycle state is immutable:
+AddPod/RemovePod (preemption) derive a new state with a small overlay of count changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.registry import PluginSpec
+from custom_scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    StateKey,
+    StateNotFoundError,
+    Status,
+)
+from custom_scheduler.labels import IN, NOT_IN, Requirement, Selector, SelectorError, compile_selector
+from custom_scheduler.model import Pod
+from custom_scheduler.plugins import args_reader
+
+NAME = "InterPodAffinity"
+
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@dataclass(frozen=True, slots=True)
+class InterPodAffinityArgs:
+    """``InterPodAffinityArgs`` (kubescheduler.config.k8s.io/v1)."""
+
+    hard_pod_affinity_weight: int = 1
+    """``hardPodAffinityWeight``: score weight of an existing pod's *required* affinity term that
+    matches the incoming pod (0..100; 0 disables)."""
+    ignore_preferred_terms_of_existing_pods: bool = False
+    """``ignorePreferredTermsOfExistingPods``: skip scoring entirely unless the incoming pod has
+    preferred (anti-)affinity terms (a throughput optimisation)."""
+
+
+def parse_args(raw: Mapping[str, Any] | None, path: str) -> InterPodAffinityArgs:
+    """Read and validate ``InterPodAffinityArgs``; raises ConfigError with every bad field."""
+    r = args_reader.ArgsReader(path)
+    doc = r.mapping(
+        raw, path, fields=("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"), kind="InterPodAffinityArgs"
+    )
+    weight = r.integer(doc, "hardPodAffinityWeight", path, 1)
+    if not 0 <= weight <= 100:
+        r.error(f"{path}.hardPodAffinityWeight", f"Invalid value: {weight}: not in valid range [0, 100]")
+    ignore = doc.get("ignorePreferredTermsOfExistingPods")
+    if ignore is not None and not isinstance(ignore, bool):
+        r.error(f"{path}.ignorePreferredTermsOfExistingPods", f"must be a boolean, got {type(ignore).__name__}")
+    r.raise_errors()
+    return InterPodAffinityArgs(weight, bool(ignore))
+
+
+# --- compiled terms --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A compiled ``PodAffinityTerm`` (``weight`` is set for preferred terms)."""
+
+    selector: Selector
+    topology_key: str
+    namespaces: frozenset[str]
+    namespace_selector: Selector
+    weight: int = 0
+
+    def matches(self, pod: Pod, ns_labels: Callable[[str], Mapping[str, str]]) -> bool:
+        """Whether ``pod`` is selected; ``ns_labels(ns)`` gives a namespace's labels."""
+        if pod.namespace not in self.namespaces:
+            sel = self.namespace_selector
+            if sel.nothing or not (sel.is_empty or sel.matches(ns_labels(pod.namespace))):
+                return False
+        return self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerms:
+    """All pod (anti-)affinity terms of one pod, compiled."""
+
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[AffinityTerm, ...] = ()
+
+
+NO_TERMS = PodTerms()
+
+
+def compile_term(doc: Mapping[str, Any], pod: Pod, weight: int = 0) -> AffinityTerm:
+    """Compile one ``PodAffinityTerm`` of ``pod``. Raises SelectorError on an invalid selector."""
+    selector_doc = doc.get("labelSelector")
+    selector = compile_selector(selector_doc)
+    if selector_doc is not None:
+        extra = [
+            Requirement(k, IN, frozenset([pod.labels[k]])) for k in doc.get("matchLabelKeys") or () if k in pod.labels
+        ]
+        extra += [
+            Requirement(k, NOT_IN, frozenset([pod.labels[k]]))
+            for k in doc.get("mismatchLabelKeys") or ()
+            if k in pod.labels
+        ]
+        if extra:
+            selector = Selector(selector.requirements + tuple(extra))
+    namespaces = doc.get("namespaces") or ()
+    ns_selector_doc = doc.get("namespaceSelector")
+    if not namespaces and ns_selector_doc is None:
+        namespaces = (pod.namespace,)
+    return AffinityTerm(
+        selector=selector,
+        topology_key=str(doc.get("topologyKey") or ""),
+        namespaces=frozenset(namespaces),
+        namespace_selector=compile_selector(ns_selector_doc),
+        weight=weight,
+    )
+
+
+def compile_pod_terms(pod: Pod, *, strict: bool = True) -> PodTerms:
+    """Compile every (anti-)affinity term of ``pod``.
+
+    With ``strict`` an invalid selector raises SelectorError (the incoming pod is unschedulable);
+    without it the offending group of terms is dropped (an existing pod must not break others).
+    """
+    affinity = pod.affinity or {}
+    if not affinity:
+        return NO_TERMS
+    groups: list[tuple[AffinityTerm, ...]] = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section = affinity.get(kind) or {}
+        for key in (_REQUIRED, _PREFERRED):
+            try:
+                if key == _REQUIRED:
+                    groups.append(tuple(compile_term(t, pod) for t in section.get(key) or ()))
+                else:
+                    groups.append(
+                        tuple(
+                            compile_term(w.get("podAffinityTerm") or {}, pod, int(w.get("weight") or 0))
+                            for w in section.get(key) or ()
+                        )
+                    )
+            except SelectorError:
+                if strict:
+                    raise
+                groups.append(())
+    return PodTerms(groups[0], groups[2], groups[1], groups[3])
+
+
+class _TermCache:
+    """Compiled terms of existing pods by UID, valid while the pod object (or its resourceVersion)
+    is the same. Two generations bound memory: when the current one fills up it becomes the old
+    one, and entries still in use are promoted back on their next lookup."""
+
+    __slots__ = ("_current", "_limit", "_old")
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self._limit = limit
+        self._current: dict[str, tuple[Pod, PodTerms]] = {}
+        self._old: dict[str, tuple[Pod, PodTerms]] = {}
+
+    def get(self, pod: Pod) -> PodTerms:
+        entry = self._current.get(pod.uid)
+        if entry is not None and _same_version(entry[0], pod):
+            return entry[1]
+        entry = self._old.get(pod.uid)
+        terms = entry[1] if entry is not None and _same_version(entry[0], pod) else compile_pod_terms(pod, strict=False)
+        if len(self._current) >= self._limit:
+            self._old, self._current = self._current, {}
+        self._current[pod.uid] = (pod, terms)
+        return terms
+
+
+def _same_version(cached: Pod, pod: Pod) -> bool:
+    return cached is pod or (bool(pod.resource_version) and cached.resource_version == pod.resource_version)
+
+
+class _NamespaceLabels:
+    """Namespace labels fetched through the Handle at most once per cycle (unknown → no labels)."""
+
+    __slots__ = ("_cache", "_handle")
+
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+        self._cache: dict[str, Mapping[str, str]] = {}
+
+    def __call__(self, namespace: str) -> Mapping[str, str]:
+        labels = self._cache.get(namespace)
+        if labels is None:
+            labels = self._cache[namespace] = self._handle.namespace_labels(namespace) or {}
+        return labels
+
+
+# --- cycle state -----------------------------------------------------------------------------------
+
+Pair = tuple[str, str]
+"""A topology domain: (topologyKey, the node's value for it)."""
+
+
+class _PairCounts:
+    """Counts per topology pair: a base built in PreFilter plus an overlay from AddPod/RemovePod.
+
+    Immutable; ``nonzero`` is the number of pairs with a non-zero count (upstream's map length,
+    which deletes entries that drop to zero).
+    """
+
+    __slots__ = ("_base", "_delta", "nonzero")
+
+    def __init__(self, base: dict[Pair, int], delta: dict[Pair, int] | None = None, nonzero: int | None = None) -> None:
+        self._base = base
+        self._delta = delta or {}
+        self.nonzero = sum(1 for n in base.values() if n) if nonzero is None else nonzero
+
+    def get(self, pair: Pair) -> int:
+        n = self._base.get(pair, 0)
+        return n + self._delta.get(pair, 0) if self._delta else n
+
+    def with_changes(self, changes: Mapping[Pair, int]) -> _PairCounts:
+        if not changes:
+            return self
+        delta = dict(self._delta)
+        nonzero = self.nonzero
+        for pair, d in changes.items():
+            old = self.get(pair)
+            delta[pair] = delta.get(pair, 0) + d
+            nonzero += (old + d != 0) - (old != 0)
+        return _PairCounts(self._base, delta, nonzero)
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterState:
+    terms: PodTerms
+    existing_anti: _PairCounts
+    affinity: _PairCounts
+    anti: _PairCounts
+    self_affine: bool
+    ns_labels: _NamespaceLabels
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    topology_score: Mapping[str, Mapping[str, int]]
+
+
+_FILTER_KEY: StateKey[_FilterState] = StateKey("PreFilter" + NAME)
+_SCORE_KEY: StateKey[_ScoreState] = StateKey("PreScore" + NAME)
+
+
+def _add(counts: dict[Pair, int], labels: Mapping[str, str], key: str, n: int) -> None:
+    value = labels.get(key)
+    if value is not None:
+        pair = (key, value)
+        counts[pair] = counts.get(pair, 0) + n
+
+
+class InterPodAffinity:
+    """The InterPodAffinity plugin: PreFilter, Filter, PreFilterExtensions, PreScore, Score."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
+        self._args = args or InterPodAffinityArgs()
+        self._handle = handle
+        self._terms = _TermCache()
+
+    # -- filtering --------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        try:
+            terms = compile_pod_terms(pod)
+        except SelectorError as e:
+            return Status.unresolvable(f"parsing pod: {e}")
+        ns_labels = _NamespaceLabels(self._handle)
+        all_nodes = self._handle.snapshot_nodes()
+        existing_anti: dict[Pair, int] = {}
+        for ni in all_nodes:
+            if not ni.pods_with_required_anti_affinity or ni.node is None:
+                continue
+            labels = ni.node.labels
+            for existing in ni.pods_with_required_anti_affinity.values():
+                for t in self._terms.get(existing).required_anti_affinity:
+                    if t.topology_key in labels and t.matches(pod, ns_labels):
+                        _add(existing_anti, labels, t.topology_key, 1)
+        affinity, anti = self._incoming_counts(terms, all_nodes, ns_labels)
+        s = _FilterState(
+            terms,
+            _PairCounts(existing_anti),
+            _PairCounts(affinity),
+            _PairCounts(anti),
+            _matches_all(terms.required_affinity, pod, ns_labels),
+            ns_labels,
+        )
+        state.write(_FILTER_KEY, s)
+        if not existing_anti and not terms.required_affinity and not terms.required_anti_affinity:
+            return SKIP
+        return SUCCESS
+
+    @staticmethod
+    def _incoming_counts(
+        terms: PodTerms, nodes: Sequence[NodeInfo], ns_labels: _NamespaceLabels
+    ) -> tuple[dict[Pair, int], dict[Pair, int]]:
+        """Existing pods matching all of the incoming pod's required affinity terms, and each of
+        its required anti-affinity terms, per topology pair."""
+        affinity: dict[Pair, int] = {}
+        anti: dict[Pair, int] = {}
+        req_aff, req_anti = terms.required_affinity, terms.required_anti_affinity
+        if not req_aff and not req_anti:
+            return affinity, anti
+        keys = {t.topology_key for t in req_aff + req_anti}
+        for ni in nodes:
+            node = ni.node
+            if node is None or not ni.pods:
+                continue
+            labels = node.labels
+            if not any(k in labels for k in keys):
+                continue  # no term could count on this node
+            for existing in ni.pods.values():
+                if req_aff and _matches_all(req_aff, existing, ns_labels):
+                    for t in req_aff:
+                        _add(affinity, labels, t.topology_key, 1)
+                for t in req_anti:
+                    if t.matches(existing, ns_labels):
+                        _add(anti, labels, t.topology_key, 1)
+        return affinity, anti
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        try:
+            s = state.read(_FILTER_KEY)
+        except StateNotFoundError as e:
+            return Status.as_error(str(e), NAME)
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found", NAME)
+        labels = node.labels
+        if s.terms.required_affinity and not _satisfies_affinity(s, labels):
+            return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+        if s.anti.nonzero:
+            for t in s.terms.required_anti_affinity:
+                value = labels.get(t.topology_key)
+                if value is not None and s.anti.get((t.topology_key, value)) > 0:
+                    return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+        if s.existing_anti.nonzero:
+            for pair in labels.items():
+                if s.existing_anti.get(pair) > 0:
+                    return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+        return SUCCESS
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
+        return self._update(state, pod, pod_to_add, node_info, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
+        return self._update(state, pod, pod_to_remove, node_info, -1)
+
+    def _update(self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo, m: int) -> Status:
+        s = state.get(_FILTER_KEY)
+        node = node_info.node
+        if s is None or node is None:
+            return SUCCESS
+        labels = node.labels
+        existing_anti: dict[Pair, int] = {}
+        if other.has_required_anti_affinity:
+            for t in self._terms.get(other).required_anti_affinity:
+                if t.matches(pod, s.ns_labels):
+                    _add(existing_anti, labels, t.topology_key, m)
+        affinity: dict[Pair, int] = {}
+        req_aff = s.terms.required_affinity
+        if req_aff and _matches_all(req_aff, other, s.ns_labels):
+            for t in req_aff:
+                _add(affinity, labels, t.topology_key, m)
+        anti: dict[Pair, int] = {}
+        for t in s.terms.required_anti_affinity:
+            if t.matches(other, s.ns_labels):
+                _add(anti, labels, t.topology_key, m)
+        if existing_anti or affinity or anti:
+            s = replace(
+                s,
+                existing_anti=s.existing_anti.with_changes(existing_anti),
+                affinity=s.affinity.with_changes(affinity),
+                anti=s.anti.with_changes(anti),
+            )
+            state.write(_FILTER_KEY, s)
+        return SUCCESS
+
+    # -- scoring ----------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        try:
+            terms = compile_pod_terms(pod)
+        except SelectorError as e:
+            return Status.as_error(f"failed to parse pod: {e}", NAME)
+        has_preferred = bool(terms.preferred_affinity or terms.preferred_anti_affinity)
+        if self._args.ignore_preferred_terms_of_existing_pods and not has_preferred:
+            state.write(_SCORE_KEY, _ScoreState({}))
+            return SKIP
+        ns_labels = _NamespaceLabels(self._handle)
+        hard_weight = self._args.hard_pod_affinity_weight
+        score: dict[str, dict[str, int]] = {}
+
+        def add(t: AffinityTerm, labels: Mapping[str, str], weight: int) -> None:
+            value = labels.get(t.topology_key)
+            if value is not None:
+                domain = score.setdefault(t.topology_key, {})
+                domain[value] = domain.get(value, 0) + weight
+
+        for ni in self._handle.snapshot_nodes():
+            # Without preferred terms of its own, only existing pods with affinity can contribute.
+            existing_pods = ni.pods if has_preferred else ni.pods_with_affinity
+            if not existing_pods or ni.node is None or not ni.node.labels:
+                continue
+            labels = ni.node.labels
+            for existing in existing_pods.values():
+                for t in terms.preferred_affinity:
+                    if t.matches(existing, ns_labels):
+                        add(t, labels, t.weight)
+                for t in terms.preferred_anti_affinity:
+                    if t.matches(existing, ns_labels):
+                        add(t, labels, -t.weight)
+                if not existing.has_pod_affinity:
+                    continue
+                existing_terms = self._terms.get(existing)
+                if hard_weight > 0:
+                    for t in existing_terms.required_affinity:
+                        if t.matches(pod, ns_labels):
+                            add(t, labels, hard_weight)
+                for t in existing_terms.preferred_affinity:
+                    if t.matches(pod, ns_labels):
+                        add(t, labels, t.weight)
+                for t in existing_terms.preferred_anti_affinity:
+                    if t.matches(pod, ns_labels):
+                        add(t, labels, -t.weight)
+        state.write(_SCORE_KEY, _ScoreState(score))
+        return SUCCESS if score else SKIP
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        s = state.read(_SCORE_KEY)
+        node = node_info.node
+        if node is None or not s.topology_score:
+            return 0
+        total = 0
+        labels = node.labels
+        for key, values in s.topology_score.items():
+            value = labels.get(key)
+            if value is not None:
+                total += values.get(value, 0)
+        return total
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        s = state.get(_SCORE_KEY)
+        if s is None or not s.topology_score or not scores:
+            return SUCCESS
+        lowest = min(ns.score for ns in scores)
+        spread = max(ns.score for ns in scores) - lowest
+        for ns in scores:
+            # Go: int64(float64(MaxNodeScore) * (float64(score-min) / float64(max-min))).
+            ns.score = int(float(MAX_NODE_SCORE) * ((ns.score - lowest) / spread)) if spread > 0 else 0
+        return SUCCESS
+
+
+# --- pure helpers ----------------------------------------------------------------------------------
+
+
+def _matches_all(terms: tuple[AffinityTerm, ...], pod: Pod, ns_labels: Callable[[str], Mapping[str, str]]) -> bool:
+    """Whether ``pod`` matches every term (False for no terms, as upstream)."""
+    return bool(terms) and all(t.matches(pod, ns_labels) for t in terms)
+
+
+def _satisfies_affinity(s: _FilterState, labels: Mapping[str, str]) -> bool:
+    pods_exist = True
+    for t in s.terms.required_affinity:
+        value = labels.get(t.topology_key)
+        if value is None:
+            return False  # the node must carry every term's topology key
+        if s.affinity.get((t.topology_key, value)) <= 0:
+            pods_exist = False
+    # The first pod of a group with affinity to itself: no pod matches anywhere yet, but it
+    # matches its own terms, so it may go to any node with the topology keys.
+    return pods_exist or (s.affinity.nonzero == 0 and s.self_affine)
+
+
+SPEC = PluginSpec(NAME, factory=InterPodAffinity, parse_args=parse_args)

@@ -1,0 +1,42 @@
+"""NodeName: a pod that names its node (``spec.nodeName``) fits only that node.
+
+The scheduler normally only sees pods without ``spec.nodeName``, but the filter still matters: the
+same pipeline runs for ``explain`` and ``simulate`` on arbitrary pods, and preemption re-runs filters
+on pods that may carry a name. The rejection is UnschedulableAndUnresolvable because evicting pods
+never changes a node's name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from custom_scheduler.framework import registry
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Status
+from custom_scheduler.model import Pod
+
+NAME = "NodeName"
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+def fits(pod: Pod, node_info: NodeInfo) -> bool:
+    """Whether ``pod`` names no node or names this one."""
+    return not pod.node_name or pod.node_name == node_info.name
+
+
+class NodeName:
+    """Filter: ``spec.nodeName`` must be empty or equal to the node's name."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        del args, handle
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        if fits(pod, node_info):
+            return SUCCESS
+        return Status.unresolvable(ERR_REASON)
+
+
+SPEC = registry.PluginSpec(NAME, factory=NodeName, parse_args=registry.no_args)

@@ -1,0 +1,562 @@
+"""PodTopologySpread: keep matching pods evenly spread over topology domains (zones, nodes, ...).
+
+Why it exists: a Deployment's replicas should not all land in one zone or on one node. Each
+``topologySpreadConstraint`` names a node label (the topology key), a selector for the pods that
+count, and ``maxSkew``: how far any domain may run ahead of the emptiest one. ``DoNotSchedule``
+constraints filter; ``ScheduleAnyway`` constraints only score. Pods without constraints get the
+plugin's default constraints (``defaultingType: System`` spreads by hostname and zone with a
+selector built from the Services and controllers that select the pod).
+
+The semantics are kube-scheduler's (v1.28+, NodeInclusionPolicy, MinDomains and MatchLabelKeys on):
+
+- *Counting* happens once per pod, in PreFilter/PreScore, over every node of the snapshot: a node
+  counts when it carries every constraint's key and passes the constraint's inclusion policies
+  (``nodeAffinityPolicy`` default Honor: the pod's nodeSelector and required node affinity;
+  ``nodeTaintsPolicy`` default Ignore; Honor skips nodes with an untolerated NoSchedule/NoExecute
+  taint). Pods count when they are in the incoming pod's namespace, not terminating, and match.
+- *Filter*: ``count(domain of node) + (1 if the pod matches itself) - globalMin <= maxSkew``, where
+  globalMin is the smallest domain count, or 0 while there are fewer domains than ``minDomains``.
+- *Score*: ``round(Σ count·ln(domains + 2) + maxSkew - 1)`` per node, then reversed so that the
+  emptiest domains score 100.
+
+PreFilter state is immutable: preemption's AddPod/RemovePod produce a new state holding a small
+overlay of count changes over the shared PreFilter counts, because :class:`CycleState` clones are
+shallow and must not see each other's changes. Filter then costs a few dict lookups per node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.registry import PluginSpec
+from custom_scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    StateKey,
+    StateNotFoundError,
+    Status,
+)
+from custom_scheduler.labels import IN, Requirement, Selector, SelectorError, compile_selector
+from custom_scheduler.model import Node, Pod, tolerates_all
+from custom_scheduler.plugins import args_reader, node_affinity
+
+NAME = "PodTopologySpread"
+
+ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+IGNORE = "Ignore"
+SYSTEM_DEFAULTING = "System"
+LIST_DEFAULTING = "List"
+
+_NO_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+_CONSTRAINT_FIELDS = (
+    "maxSkew",
+    "topologyKey",
+    "whenUnsatisfiable",
+    "labelSelector",
+    "minDomains",
+    "nodeAffinityPolicy",
+    "nodeTaintsPolicy",
+    "matchLabelKeys",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultConstraint:
+    """One ``defaultConstraints`` entry: a topology spread constraint without a selector (the
+    selector is derived per pod from the Services and controllers that select it)."""
+
+    max_skew: int
+    """``maxSkew``: how many more matching pods a domain may hold than the emptiest one (> 0)."""
+    topology_key: str
+    """``topologyKey``: the node label whose values are the domains."""
+    when_unsatisfiable: str
+    """``whenUnsatisfiable``: DoNotSchedule (filter) or ScheduleAnyway (score only)."""
+    min_domains: int | None = None
+    """``minDomains``: below this many domains the global minimum counts as 0 (DoNotSchedule only)."""
+    node_affinity_policy: str | None = None
+    """``nodeAffinityPolicy``: Honor (default) or Ignore the pod's node affinity when counting."""
+    node_taints_policy: str | None = None
+    """``nodeTaintsPolicy``: Honor or Ignore (default) node taints when counting."""
+    match_label_keys: tuple[str, ...] = ()
+    """``matchLabelKeys``: pod label keys whose values are ANDed into the selector."""
+
+
+SYSTEM_DEFAULT_CONSTRAINTS = (
+    DefaultConstraint(3, LABEL_HOSTNAME, SCHEDULE_ANYWAY),
+    DefaultConstraint(5, LABEL_ZONE, SCHEDULE_ANYWAY),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTopologySpreadArgs:
+    """``PodTopologySpreadArgs`` (kubescheduler.config.k8s.io/v1)."""
+
+    default_constraints: tuple[DefaultConstraint, ...] = ()
+    """``defaultConstraints``: used for pods without constraints when ``defaultingType`` is List."""
+    defaulting_type: str = SYSTEM_DEFAULTING
+    """``defaultingType``: System (built-in hostname/zone constraints) or List (``defaultConstraints``)."""
+
+
+def parse_args(raw: Mapping[str, Any] | None, path: str) -> PodTopologySpreadArgs:
+    """Read and validate ``PodTopologySpreadArgs``; raises ConfigError with every bad field."""
+    r = args_reader.ArgsReader(path)
+    doc = r.mapping(raw, path, fields=("defaultConstraints", "defaultingType"), kind="PodTopologySpreadArgs")
+    defaulting = r.string(doc, "defaultingType", path, SYSTEM_DEFAULTING)
+    items = r.items(doc, "defaultConstraints", path)
+    if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
+        r.error(f"{path}.defaultingType", f'Unsupported value: "{defaulting}": supported values: "List", "System"')
+    elif defaulting == SYSTEM_DEFAULTING and items:
+        r.error(f"{path}.defaultingType", 'Invalid value: "System": when .defaultConstraints are not empty')
+    out: list[DefaultConstraint] = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(items):
+        p = f"{path}.defaultConstraints[{i}]"
+        c = r.mapping(item, p, fields=_CONSTRAINT_FIELDS)
+        max_skew = r.integer(c, "maxSkew", p, 0)
+        if max_skew <= 0:
+            r.error(f"{p}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)")
+        key = r.string(c, "topologyKey", p)
+        if not key:
+            r.error(f"{p}.topologyKey", "Required value: can not be empty")
+        for msg in args_reader.qualified_name_errors(key) if key else ():
+            r.error(f"{p}.topologyKey", f'Invalid value: "{key}": {msg}')
+        when = r.string(c, "whenUnsatisfiable", p)
+        if not when:
+            r.error(f"{p}.whenUnsatisfiable", "Required value: can not be empty")
+        elif when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            r.error(
+                f"{p}.whenUnsatisfiable",
+                f'Unsupported value: "{when}": supported values: "{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"',
+            )
+        if c.get("labelSelector") is not None:
+            r.error(
+                f"{p}.labelSelector", "Forbidden: constraint must not define a selector, as they deduced for each pod"
+            )
+        min_domains: int | None = None
+        if c.get("minDomains") is not None:
+            min_domains = r.integer(c, "minDomains", p, 1)
+            if min_domains <= 0:
+                r.error(f"{p}.minDomains", f"Invalid value: {min_domains}: must be greater than 0")
+            elif when != DO_NOT_SCHEDULE:
+                r.error(
+                    f"{p}.minDomains", f"Invalid value: {min_domains}: can only use minDomains if {DO_NOT_SCHEDULE}"
+                )
+        policies: list[str | None] = []
+        for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            policy = r.string(c, name, p) or None
+            if policy is not None and policy not in (HONOR, IGNORE):
+                r.error(f"{p}.{name}", f'Unsupported value: "{policy}": supported values: "{HONOR}", "{IGNORE}"')
+            policies.append(policy)
+        if (key, when) in seen:
+            r.error(p, f"Duplicate value: {{{key}, {when}}}")
+        seen.add((key, when))
+        out.append(
+            DefaultConstraint(
+                max_skew, key, when, min_domains, policies[0], policies[1], r.strings(c, "matchLabelKeys", p)
+            )
+        )
+    r.raise_errors()
+    return PodTopologySpreadArgs(tuple(out), defaulting)
+
+
+# --- compiled constraints and cycle state ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A topology spread constraint with its selector compiled and its defaults applied."""
+
+    max_skew: int
+    topology_key: str
+    selector: Selector
+    min_domains: int = 1
+    honor_affinity: bool = True
+    honor_taints: bool = False
+
+
+class _Counts:
+    """Per-constraint domain counts from PreFilter. Never mutated once built; shared by every state
+    derived from it. The ascending order is computed only when AddPod/RemovePod first needs it."""
+
+    __slots__ = ("_ascending", "by_domain")
+
+    def __init__(self, by_domain: list[dict[str, int]]) -> None:
+        self.by_domain = by_domain
+        self._ascending: list[list[tuple[int, str]] | None] = [None] * len(by_domain)
+
+    def ascending(self, i: int) -> list[tuple[int, str]]:
+        order = self._ascending[i]
+        if order is None:
+            order = self._ascending[i] = sorted((n, v) for v, n in self.by_domain[i].items())
+        return order
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterState:
+    constraints: tuple[Constraint, ...] = ()
+    self_match: tuple[int, ...] = ()
+    counts: _Counts = field(default_factory=lambda: _Counts([]))
+    delta: Mapping[tuple[int, str], int] = field(default_factory=dict)
+    global_min: tuple[int, ...] = ()
+
+    def count(self, i: int, value: str) -> int:
+        n = self.counts.by_domain[i].get(value, 0)
+        if self.delta:
+            n += self.delta.get((i, value), 0)
+        return n
+
+    def with_changes(self, changes: Mapping[tuple[int, str], int]) -> _FilterState:
+        """A new state with ``changes`` (``(constraint index, domain) -> ±n``) applied."""
+        delta = dict(self.delta)
+        for k, d in changes.items():
+            delta[k] = delta.get(k, 0) + d
+        mins = list(self.global_min)
+        for i in {i for i, _ in changes}:
+            mins[i] = self._global_min(i, delta)
+        return replace(self, delta=delta, global_min=tuple(mins))
+
+    def _global_min(self, i: int, delta: Mapping[tuple[int, str], int]) -> int:
+        base = self.counts.by_domain[i]
+        touched = {v: d for (j, v), d in delta.items() if j == i}
+        domains = len(base) + sum(1 for v in touched if v not in base)
+        lowest: int | None = None
+        for v, d in touched.items():
+            n = base.get(v, 0) + d
+            lowest = n if lowest is None else min(lowest, n)
+        for n, v in self.counts.ascending(i):
+            if v not in touched:  # the smallest untouched domain; touched ones were handled above
+                lowest = n if lowest is None else min(lowest, n)
+                break
+        if lowest is None or domains < self.constraints[i].min_domains:
+            return 0
+        return lowest
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    constraints: tuple[Constraint, ...] = ()
+    ignored: frozenset[str] = frozenset()
+    counts: tuple[dict[str, int], ...] = ()  # per constraint, domain -> matching pods (not hostname)
+    weights: tuple[float, ...] = ()
+    namespace: str = ""
+
+
+_FILTER_KEY: StateKey[_FilterState] = StateKey("PreFilter" + NAME)
+_SCORE_KEY: StateKey[_ScoreState] = StateKey("PreScore" + NAME)
+
+
+class PodTopologySpread:
+    """The PodTopologySpread plugin: PreFilter, Filter, PreFilterExtensions, PreScore, Score."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: PodTopologySpreadArgs | None, handle: Handle) -> None:
+        args = args or PodTopologySpreadArgs()
+        self._handle = handle
+        self._system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self._defaults = SYSTEM_DEFAULT_CONSTRAINTS if self._system_defaulted else args.default_constraints
+
+    # -- filtering --------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        try:
+            constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        except SelectorError as e:
+            return Status.as_error(f"obtaining pod's hard topology spread constraints: {e}", NAME)
+        if not constraints:
+            state.write(_FILTER_KEY, _FilterState())
+            return SKIP
+        by_domain = _count_matching_pods(pod, constraints, self._handle.snapshot_nodes())
+        global_min = tuple(
+            min(d.values()) if d and len(d) >= c.min_domains else 0 for c, d in zip(constraints, by_domain, strict=True)
+        )
+        self_match = tuple(int(c.selector.matches(pod.labels)) for c in constraints)
+        state.write(_FILTER_KEY, _FilterState(tuple(constraints), self_match, _Counts(by_domain), {}, global_min))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        try:
+            s = state.read(_FILTER_KEY)
+        except StateNotFoundError as e:
+            return Status.as_error(str(e), NAME)
+        if not s.constraints:
+            return SUCCESS
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found", NAME)
+        labels = node.labels
+        for i, c in enumerate(s.constraints):
+            value = labels.get(c.topology_key)
+            if value is None:
+                return Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
+            if s.count(i, value) + s.self_match[i] - s.global_min[i] > c.max_skew:
+                return Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+        return SUCCESS
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
+        return self._update(state, pod, pod_to_add, node_info, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
+        return self._update(state, pod, pod_to_remove, node_info, -1)
+
+    def _update(self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo, delta: int) -> Status:
+        s = state.get(_FILTER_KEY)
+        node = node_info.node
+        if s is None or not s.constraints or node is None or other.namespace != pod.namespace:
+            return SUCCESS
+        labels = node.labels
+        if any(c.topology_key not in labels for c in s.constraints):
+            return SUCCESS
+        included = _inclusion(pod)
+        changes: dict[tuple[int, str], int] = {}
+        for i, c in enumerate(s.constraints):
+            if c.selector.matches(other.labels) and included(c, node):
+                changes[(i, labels[c.topology_key])] = delta
+        if changes:
+            state.write(_FILTER_KEY, s.with_changes(changes))
+        return SUCCESS
+
+    # -- scoring ----------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        all_nodes = self._handle.snapshot_nodes()
+        try:
+            constraints = self._constraints(pod, SCHEDULE_ANYWAY) if all_nodes else []
+        except SelectorError as e:
+            return Status.as_error(f"obtaining pod's soft topology spread constraints: {e}", NAME)
+        if not constraints:
+            state.write(_SCORE_KEY, _ScoreState())
+            return SKIP
+        # Only explicit (or List-defaulted) constraints need every key; System defaults still
+        # spread by hostname on nodes without a zone label.
+        require_all = bool(pod.topology_spread_constraints) or not self._system_defaulted
+        keys = [c.topology_key for c in constraints]
+        ignored: set[str] = set()
+        counts: list[dict[str, int]] = [{} for _ in constraints]
+        for ni in nodes:
+            node = ni.node
+            if node is None:
+                continue
+            labels = node.labels
+            if require_all and any(k not in labels for k in keys):
+                ignored.add(node.name)
+                continue
+            for i, k in enumerate(keys):
+                if k != LABEL_HOSTNAME:
+                    counts[i].setdefault(labels.get(k, ""), 0)
+        scored = len(nodes) - len(ignored)
+        weights = tuple(math.log((scored if k == LABEL_HOSTNAME else len(counts[i])) + 2) for i, k in enumerate(keys))
+        if any(counts):
+            _count_domains_for_scoring(pod, constraints, counts, all_nodes, require_all=require_all)
+        state.write(
+            _SCORE_KEY, _ScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights, pod.namespace)
+        )
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        s = state.read(_SCORE_KEY)
+        node = node_info.node
+        if node is None or not s.constraints or node.name in s.ignored:
+            return 0
+        total = 0.0
+        for i, c in enumerate(s.constraints):
+            value = node.labels.get(c.topology_key)
+            if value is None:
+                continue
+            if c.topology_key == LABEL_HOSTNAME:
+                n = _count_on_node(node_info, c.selector, s.namespace)
+            else:
+                n = s.counts[i].get(value, 0)
+            total += n * s.weights[i] + (c.max_skew - 1)
+        return _go_round(total)
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        s = state.get(_SCORE_KEY)
+        if s is None or not s.constraints:
+            return SUCCESS
+        lowest: int | None = None
+        highest = 0
+        for ns in scores:
+            if ns.name in s.ignored:
+                continue
+            lowest = ns.score if lowest is None else min(lowest, ns.score)
+            highest = max(highest, ns.score)
+        for ns in scores:
+            if ns.name in s.ignored:
+                ns.score = 0
+            elif highest == 0:
+                ns.score = MAX_NODE_SCORE
+            else:  # lowest is set: a non-ignored node exists when highest > 0
+                ns.score = MAX_NODE_SCORE * (highest + (lowest or 0) - ns.score) // highest
+        return SUCCESS
+
+    # -- constraints ------------------------------------------------------------------------------
+
+    def _constraints(self, pod: Pod, action: str) -> list[Constraint]:
+        """The pod's constraints for ``action``, or the defaults when the pod has none at all."""
+        if pod.topology_spread_constraints:
+            return [
+                _compile_constraint(doc, pod.labels)
+                for doc in pod.topology_spread_constraints
+                if doc.get("whenUnsatisfiable") == action
+            ]
+        defaults = [d for d in self._defaults if d.when_unsatisfiable == action]
+        if not defaults:
+            return []
+        selector = self._handle.default_spread_selector(pod)
+        if selector is None or selector.is_empty or selector.nothing:
+            return []
+        return [
+            Constraint(
+                d.max_skew,
+                d.topology_key,
+                selector,
+                d.min_domains or 1,
+                d.node_affinity_policy != IGNORE,
+                d.node_taints_policy == HONOR,
+            )
+            for d in defaults
+        ]
+
+
+# --- pure helpers ----------------------------------------------------------------------------------
+
+
+def _compile_constraint(doc: Mapping[str, Any], pod_labels: Mapping[str, str]) -> Constraint:
+    """Compile one ``topologySpreadConstraint``; nil policies/minDomains take the API defaults."""
+    selector = compile_selector(doc.get("labelSelector"))
+    extra = tuple(
+        Requirement(k, IN, frozenset([pod_labels[k]])) for k in doc.get("matchLabelKeys") or () if k in pod_labels
+    )
+    if extra:
+        # As upstream: the pod's values are ANDed in; a null selector becomes just those values.
+        selector = Selector(extra if selector.nothing else extra + selector.requirements)
+    return Constraint(
+        max_skew=int(doc.get("maxSkew") or 0),
+        topology_key=str(doc.get("topologyKey") or ""),
+        selector=selector,
+        min_domains=int(doc.get("minDomains") or 1),
+        honor_affinity=doc.get("nodeAffinityPolicy") != IGNORE,
+        honor_taints=doc.get("nodeTaintsPolicy") == HONOR,
+    )
+
+
+def _has_required_node_affinity(pod: Pod) -> bool:
+    if pod.node_selector:
+        return True
+    node_affinity = (pod.affinity or {}).get("nodeAffinity") or {}
+    return bool(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+def _inclusion(pod: Pod) -> Callable[[Constraint, Node], bool]:
+    """``(constraint, node) -> bool``: whether ``node`` counts for ``constraint`` under its policies."""
+    affinity_ok: Callable[[Node], bool] | None = None
+    if _has_required_node_affinity(pod):
+        affinity_ok = node_affinity.compile_required_node_affinity(pod).matches
+
+    def included(c: Constraint, node: Node) -> bool:
+        if c.honor_affinity and affinity_ok is not None and not affinity_ok(node):
+            return False
+        return not (c.honor_taints and _has_untolerated_no_schedule_taint(pod, node))
+
+    return included
+
+
+def _has_untolerated_no_schedule_taint(pod: Pod, node: Node) -> bool:
+    return any(t.effect in _NO_SCHEDULE_EFFECTS and not tolerates_all(pod.tolerations, t) for t in node.taints)
+
+
+def _count_matching_pods(
+    pod: Pod, constraints: Sequence[Constraint], nodes: Sequence[NodeInfo]
+) -> list[dict[str, int]]:
+    """PreFilter's one pass over all nodes: per constraint, domain value -> matching pods.
+
+    A domain appears (possibly with 0) as soon as one eligible node carries it: the number of
+    domains matters for ``minDomains`` and the minimum.
+    """
+    by_domain: list[dict[str, int]] = [{} for _ in constraints]
+    keys = [c.topology_key for c in constraints]
+    included = _inclusion(pod)
+    ns = pod.namespace
+    for ni in nodes:
+        node = ni.node
+        if node is None:
+            continue
+        labels = node.labels
+        if any(k not in labels for k in keys):
+            continue
+        active = [(i, c.selector, labels[c.topology_key]) for i, c in enumerate(constraints) if included(c, node)]
+        if not active:
+            continue
+        found = [0] * len(constraints)
+        for p in ni.pods.values():
+            if p.namespace != ns or p.deleting:
+                continue
+            for i, selector, _ in active:
+                if selector.matches(p.labels):
+                    found[i] += 1
+        for i, _, value in active:
+            d = by_domain[i]
+            d[value] = d.get(value, 0) + found[i]
+    return by_domain
+
+
+def _count_domains_for_scoring(
+    pod: Pod,
+    constraints: Sequence[Constraint],
+    counts: list[dict[str, int]],
+    nodes: Sequence[NodeInfo],
+    *,
+    require_all: bool,
+) -> None:
+    """PreScore's pass over all nodes, filling ``counts`` for the domains present among the
+    feasible nodes (hostname constraints are counted per node at Score)."""
+    keys = [c.topology_key for c in constraints]
+    included = _inclusion(pod)
+    ns = pod.namespace
+    for ni in nodes:
+        node = ni.node
+        if node is None:
+            continue
+        labels = node.labels
+        if require_all and any(k not in labels for k in keys):
+            continue
+        active: list[tuple[Selector, dict[str, int], str]] = []
+        for i, c in enumerate(constraints):
+            value = labels.get(c.topology_key, "")
+            if value in counts[i] and included(c, node):
+                active.append((c.selector, counts[i], value))
+        for selector, d, value in active:
+            d[value] += sum(
+                1 for p in ni.pods.values() if p.namespace == ns and not p.deleting and selector.matches(p.labels)
+            )
+
+
+def _count_on_node(node_info: NodeInfo, selector: Selector, namespace: str) -> int:
+    return sum(
+        1 for p in node_info.pods.values() if p.namespace == namespace and not p.deleting and selector.matches(p.labels)
+    )
+
+
+def _go_round(x: float) -> int:
+    """Go's ``math.Round`` for x >= 0: halves away from zero (Python's ``round`` goes to even)."""
+    r = math.floor(x)
+    return int(r) + (1 if x - r >= 0.5 else 0)
+
+
+SPEC = PluginSpec(NAME, factory=PodTopologySpread, parse_args=parse_args)

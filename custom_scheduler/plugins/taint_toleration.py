@@ -1,0 +1,84 @@
+"""TaintToleration: hard taints filter nodes, soft (PreferNoSchedule) taints lower their score.
+
+Taints are how an operator reserves nodes (GPU nodes, dedicated pools): a NoSchedule or NoExecute
+taint the pod does not tolerate rules the node out, and since evicting pods cannot remove a taint the
+rejection is UnschedulableAndUnresolvable (preemption skips such nodes). The reason names the first
+offending taint, ``node(s) had untolerated taint {key: value}``, the v1.25+ wording.
+
+PreferNoSchedule taints only steer: the raw score counts the ones the pod does not tolerate (with the
+tolerations whose effect is PreferNoSchedule or empty, collected once in PreScore), and normalisation
+reverses it so the node with the fewest intolerable soft taints gets 100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from custom_scheduler.framework import registry
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, NodeScore, StateKey, Status
+from custom_scheduler.model import Pod, Taint, Toleration, tolerates_all
+from custom_scheduler.plugins import helpers
+
+NAME = "TaintToleration"
+
+NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE = "NoSchedule", "NoExecute", "PreferNoSchedule"
+
+ERR_REASON_UNTOLERATED_FORMAT = "node(s) had untolerated taint {taint}"
+ERR_REASON_INVALID_NODE_INFO = "invalid nodeInfo: node not found"
+
+#: The pod's tolerations that can match PreferNoSchedule taints.
+PRE_SCORE_KEY: StateKey[tuple[Toleration, ...]] = StateKey(f"PreScore{NAME}")
+
+
+def untolerated_reason(taint: Taint) -> str:
+    return ERR_REASON_UNTOLERATED_FORMAT.format(taint=taint)
+
+
+def find_untolerated_taint(taints: Sequence[Taint], tolerations: tuple[Toleration, ...]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint in ``taints`` not tolerated, or None."""
+    for taint in taints:
+        if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerates_all(tolerations, taint):
+            return taint
+    return None
+
+
+def count_intolerable_prefer_no_schedule(taints: Sequence[Taint], tolerations: tuple[Toleration, ...]) -> int:
+    """How many PreferNoSchedule taints in ``taints`` none of ``tolerations`` tolerates."""
+    return sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE and not tolerates_all(tolerations, t))
+
+
+class TaintToleration:
+    """Filter on hard taints; score (reversed) on untolerated soft taints."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        del args, handle
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        node = node_info.node
+        if node is None:
+            return Status.as_error(ERR_REASON_INVALID_NODE_INFO)
+        taint = find_untolerated_taint(node.taints, pod.tolerations)
+        if taint is None:
+            return SUCCESS
+        return Status.unresolvable(untolerated_reason(taint))
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        state.write(PRE_SCORE_KEY, tuple(t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        node = node_info.node
+        if node is None or not node.taints:
+            return 0
+        return count_intolerable_prefer_no_schedule(node.taints, state.read(PRE_SCORE_KEY))
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        helpers.default_normalize_score(scores, reverse=True)
+        return SUCCESS
+
+
+SPEC = registry.PluginSpec(NAME, factory=TaintToleration, parse_args=registry.no_args)

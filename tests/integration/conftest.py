@@ -1,0 +1,40 @@
+"""Fixtures that run the scheduler daemon in-process against the session's real API server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from custom_scheduler import config
+from custom_scheduler.app import App
+from custom_scheduler.builtin import full_registry
+from custom_scheduler.devenv.controlplane import ControlPlane
+from custom_scheduler.kube.client import KubeClient
+
+MINIMAL_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: custom-scheduler
+"""
+
+
+@pytest.fixture
+def start_scheduler(control_plane: ControlPlane) -> Iterator[Callable[..., App]]:
+    """Start an :class:`App` (informers synced, scheduling) with a config; stopped after the test."""
+    apps: list[App] = []
+
+    def start(config_text: str = MINIMAL_CONFIG, *, client: KubeClient | None = None, **kw: Any) -> App:
+        cfg = config.load_config(config_text, full_registry())
+        kube = client or KubeClient.from_kubeconfig(str(control_plane.kubeconfig()), qps=0, burst=1)
+        app = App(cfg, full_registry(), kube, **kw)
+        apps.append(app)
+        app.start(sync_timeout=30)
+        return app
+
+    yield start
+    for app in apps:
+        app.stop()

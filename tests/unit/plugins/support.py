@@ -1,0 +1,84 @@
+"""Test helpers for plugin unit tests: a fake Handle, NodeInfo assembly, pods without containers.
+
+``tests/builders.py`` always gives a pod one container; kube-scheduler's plugin tests often use pods
+with no containers at all (``&v1.Pod{}``), which matters for non-zero request defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore
+from custom_scheduler.model import Node, Pod
+from tests.builders import PodBuilder, make_pod
+
+
+class FakeHandle:
+    """A Handle over a fixed list of NodeInfos, with no API client (offline)."""
+
+    def __init__(self, nodes: Sequence[NodeInfo] = ()) -> None:
+        self._nodes = list(nodes)
+
+    def snapshot_nodes(self) -> Sequence[NodeInfo]:
+        return self._nodes
+
+    def get_node(self, name: str) -> NodeInfo | None:
+        return next((n for n in self._nodes if n.name == name), None)
+
+    @property
+    def client(self) -> Any:
+        return None
+
+    @property
+    def profile_name(self) -> str:
+        return "custom-scheduler"
+
+
+def node_info(node: Node | None, *pods: Pod) -> NodeInfo:
+    ni = NodeInfo(node)
+    for p in pods:
+        ni.add_pod(p)
+    return ni
+
+
+def with_images(infos: Iterable[NodeInfo]) -> list[NodeInfo]:
+    """Fill ``image_states`` the way the cache does: size per image, number of nodes holding it."""
+    infos = list(infos)
+    counts: dict[str, int] = {}
+    for ni in infos:
+        for image in ni.node.images if ni.node else {}:
+            counts[image] = counts.get(image, 0) + 1
+    for ni in infos:
+        if ni.node:
+            ni.image_states = {img: ImageState(size, counts[img]) for img, size in ni.node.images.items()}
+    return infos
+
+
+def bare(builder: PodBuilder | None = None) -> PodBuilder:
+    """A pod builder with no containers (kube-scheduler tests' ``&v1.Pod{}``)."""
+    b = builder or make_pod()
+    b.spec["containers"] = []
+    return b
+
+
+def containers(*requests: dict[str, str], builder: PodBuilder | None = None) -> PodBuilder:
+    """A pod with one container per ``requests`` mapping (an empty mapping: a container without requests)."""
+    b = bare(builder)
+    for i, req in enumerate(requests):
+        c: dict[str, Any] = {"name": f"c{i}", "image": "registry.k8s.io/pause:3.9"}
+        if req:
+            c["resources"] = {"requests": dict(req)}
+        b.spec["containers"].append(c)
+    return b
+
+
+def scores(plugin: Any, pod: Pod, infos: Sequence[NodeInfo], *, normalize: bool = True) -> list[int]:
+    """Run PreScore (if any), Score over ``infos`` and NormalizeScore (if any); return the scores."""
+    state = CycleState()
+    if hasattr(plugin, "pre_score"):
+        plugin.pre_score(state, pod, infos)
+    result = [NodeScore(ni.name, plugin.score(state, pod, ni)) for ni in infos]
+    if normalize and hasattr(plugin, "normalize_score"):
+        plugin.normalize_score(state, pod, result)
+    return [s.score for s in result]

@@ -1,0 +1,116 @@
+"""NodePorts: kube-scheduler's host-port conflict table, including the 0.0.0.0 wildcard rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, Status
+from custom_scheduler.framework.types import StateNotFoundError
+from custom_scheduler.plugins import node_ports
+from tests.builders import PodBuilder, make_node
+from tests.unit.plugins.support import FakeHandle, bare, node_info
+
+CONFLICT = Status.unschedulable("node(s) didn't have free ports for the requested pod ports")
+
+
+def ports(*specs: str) -> PodBuilder:
+    """A pod with host ports given as ``PROTOCOL/IP/PORT`` (kube-scheduler's test notation)."""
+    b = bare()
+    b.spec["containers"] = [{"name": "c0", "image": "registry.k8s.io/pause:3.9", "ports": []}]
+    for spec in specs:
+        proto, ip, port = spec.split("/")
+        b.host_port(int(port), proto, ip)
+    return b
+
+
+@pytest.mark.parametrize(
+    ("pod", "existing", "want"),
+    [
+        pytest.param(ports("UDP/127.0.0.1/8080"), ports("UDP/127.0.0.1/9090"), SUCCESS, id="other-port"),
+        pytest.param(ports("UDP/127.0.0.1/8080"), ports("UDP/127.0.0.1/8080"), CONFLICT, id="same-udp-port"),
+        pytest.param(ports("TCP/127.0.0.1/8080"), ports("TCP/127.0.0.1/8080"), CONFLICT, id="same-tcp-port"),
+        pytest.param(ports("TCP/127.0.0.1/8080"), ports("TCP/127.0.0.2/8080"), SUCCESS, id="different-host-ip"),
+        pytest.param(ports("UDP/127.0.0.1/8080"), ports("TCP/127.0.0.1/8080"), SUCCESS, id="different-protocol"),
+        pytest.param(
+            ports("UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"),
+            ports("UDP/127.0.0.1/8080"),
+            CONFLICT,
+            id="second-udp-port-conflict",
+        ),
+        pytest.param(
+            ports("TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"),
+            ports("TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"),
+            CONFLICT,
+            id="first-tcp-port-conflict",
+        ),
+        pytest.param(
+            ports("TCP/0.0.0.0/8001"), ports("TCP/127.0.0.1/8001"), CONFLICT, id="wildcard-wanted-conflicts-with-any-ip"
+        ),
+        pytest.param(
+            ports("TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"),
+            ports("TCP/127.0.0.1/8001"),
+            CONFLICT,
+            id="tcp-conflict-due-to-wildcard-in-second-port",
+        ),
+        pytest.param(
+            ports("TCP/127.0.0.1/8001"), ports("TCP/0.0.0.0/8001"), CONFLICT, id="specific-ip-conflicts-with-wildcard-use"
+        ),
+        pytest.param(
+            ports("UDP/127.0.0.1/8001"), ports("TCP/0.0.0.0/8001"), SUCCESS, id="wildcard-other-protocol-is-free"
+        ),
+        pytest.param(
+            ports("UDP/127.0.0.1/8001"),
+            ports("TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"),
+            CONFLICT,
+            id="udp-conflict-due-to-wildcard",
+        ),
+        pytest.param(ports("TCP//8080"), ports("TCP/127.0.0.1/8080"), CONFLICT, id="empty-host-ip-means-wildcard"),
+    ],
+)
+def test_filter(pod: PodBuilder, existing: PodBuilder, want: Status) -> None:
+    pl = node_ports.NodePorts(None, FakeHandle())
+    state = CycleState()
+    p = pod.build()
+    assert pl.pre_filter(state, p, []) == SUCCESS
+    ni = node_info(make_node("m1").build(), existing.node("m1").build())
+    assert pl.filter(state, p, ni) == want
+    assert node_ports.fits(p, ni) is (want == SUCCESS)
+
+
+def test_pre_filter_skips_pods_without_host_ports() -> None:
+    pl = node_ports.NodePorts(None, FakeHandle())
+    assert pl.pre_filter(CycleState(), bare().build(), []) == SKIP
+    assert pl.pre_filter(CycleState(), make_pod_with_container_port_only(), []) == SKIP
+
+
+def make_pod_with_container_port_only():
+    b = ports()
+    b.spec["containers"][0]["ports"].append({"containerPort": 80, "protocol": "TCP"})
+    return b.build()
+
+
+def test_nothing_running_fits() -> None:
+    pl = node_ports.NodePorts(None, FakeHandle())
+    state = CycleState()
+    p = ports("TCP/0.0.0.0/80").build()
+    pl.pre_filter(state, p, [])
+    assert pl.filter(state, p, node_info(make_node("m1").build())) == SUCCESS
+
+
+def test_filter_without_pre_filter_state_raises() -> None:
+    """The runtime turns this into an ERROR status, as kube-scheduler does when PreFilter did not run."""
+    pl = node_ports.NodePorts(None, FakeHandle())
+    with pytest.raises(StateNotFoundError, match="PreFilterNodePorts"):
+        pl.filter(CycleState(), ports("TCP/0.0.0.0/80").build(), node_info(make_node("m1").build()))
+
+
+def test_port_freed_when_holder_removed() -> None:
+    pl = node_ports.NodePorts(None, FakeHandle())
+    holder = ports("TCP/0.0.0.0/80").build()
+    ni = node_info(make_node("m1").build(), holder)
+    state = CycleState()
+    p = ports("TCP/10.0.0.1/80").build()
+    pl.pre_filter(state, p, [])
+    assert pl.filter(state, p, ni) == CONFLICT
+    ni.remove_pod(holder)
+    assert pl.filter(state, p, ni) == SUCCESS
