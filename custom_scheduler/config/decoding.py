@@ -97,11 +97,6 @@ class Reader:
             errors.add(path, f"expected a mapping, got {type_name(raw)}")
             self._raw = {}
 
-    def has(self, key: str) -> bool:
-        """Whether ``key`` is present with a non-null value (marks it as read)."""
-        self._seen.add(key)
-        return self._raw.get(key) is not None
-
     def raw(self, key: str) -> Any:
         """The raw value of ``key`` (None when absent), marked as read."""
         self._seen.add(key)

@@ -191,7 +191,7 @@ def _profiles(
             name = f"<invalid profiles[{i}]>"  # wrong type, already reported; not also "required"
         percentage = r.opt_integer("percentageOfNodesToScore")
         before = len(errors)
-        plugins = merging.effective_plugins(r.raw("plugins"), r.path_of("plugins"), registry, errors)
+        plugins = merging.effective_plugins(r.raw("plugins"), r.path_of("plugins"), registry=registry, errors=errors)
         names = tuple(dict.fromkeys(ref.name for refs in plugins.values() for ref in refs))
         args = _plugin_config(r.sequence("pluginConfig"), r.path, names, registry, errors)
         if len(errors) != before:
@@ -212,9 +212,9 @@ def from_dict(raw: object, registry: Mapping[str, PluginSpec]) -> types.Schedule
     """Decode, default and validate an already-parsed config document. Raises ConfigError."""
     errors = Errors()
     if not isinstance(raw, Mapping):
-        hint = ""
-        if isinstance(raw, str) and "\n" not in raw:
-            hint = " (to load a file, pass a pathlib.Path or use load_config_file)"
+        hint = (
+            f' ("{raw}"; to load a file, pass a pathlib.Path or use load_config_file)' if isinstance(raw, str) else ""
+        )
         raise ConfigError(f"expected a KubeSchedulerConfiguration mapping, got {type_name(raw)}{hint}")
     r = Reader(raw, "", errors)
     for key, want in (("apiVersion", types.API_VERSION), ("kind", types.KIND)):
@@ -249,14 +249,29 @@ def from_dict(raw: object, registry: Mapping[str, PluginSpec]) -> types.Schedule
 
 
 def load_config(source: str | os.PathLike[str], registry: Mapping[str, PluginSpec]) -> types.SchedulerConfig:
-    """Load a config from YAML text (a ``str``) or from a file (a path-like object).
+    """Load a config from YAML text or from a file.
+
+    ``source`` is a file when it is path-like, or a one-line string that names an existing file or
+    ends in ``.yaml``/``.yml``/``.json`` (so a missing file is reported as such); any other string
+    is the YAML text itself.
 
     Raises:
         ConfigError: with every problem found, each with its field path.
     """
-    if isinstance(source, os.PathLike):
+    if isinstance(source, os.PathLike) or _looks_like_path(source):
         return load_config_file(source, registry)
     return from_dict(parse_yaml(source), registry)
+
+
+def _looks_like_path(text: str) -> bool:
+    if "\n" in text or not text.strip():
+        return False
+    if text.endswith((".yaml", ".yml", ".json")):
+        return True
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # e.g. a long one-line YAML document: ENAMETOOLONG
+        return False
 
 
 def load_config_file(path: str | os.PathLike[str], registry: Mapping[str, PluginSpec]) -> types.SchedulerConfig:

@@ -160,7 +160,7 @@ def _merge(base: list[_Entry], custom: _PluginSet) -> list[_Entry]:
 
 
 def effective_plugins(
-    raw: object, path: str, registry: Mapping[str, PluginSpec], errors: Errors
+    raw: object, path: str, *, registry: Mapping[str, PluginSpec], errors: Errors
 ) -> dict[str, tuple[types.PluginRef, ...]]:
     """Merge a profile's raw ``plugins`` mapping (at ``path``) with the default profile.
 

@@ -191,7 +191,9 @@ class ControlPlane:
                 continue
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=15)
+                # Graceful enough: nothing here outlives the control plane, so don't wait long
+                # for kube-apiserver to drain long-running watches.
+                proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)

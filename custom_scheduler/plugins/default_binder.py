@@ -35,7 +35,7 @@ REASON_ASSIGNED_ELSEWHERE = "pod is already assigned to another node"
 
 
 def _wait_retry_after(retry_state: tenacity.RetryCallState) -> float:
-    exp = tenacity.wait_exponential_jitter(initial=0.1, max=5.0, jitter=0.2)(retry_state)
+    exp = tenacity.wait_exponential_jitter(multiplier=0.1, max=5.0, jitter=0.2)(retry_state)
     outcome = retry_state.outcome
     e = outcome.exception() if outcome is not None else None
     if isinstance(e, errors.ApiError) and e.retry_after:

@@ -289,7 +289,7 @@ def test_invalid(load: Load, body: str, paths: set[str], message: str) -> None:
         pytest.param("a: [\n", "invalid YAML", id="malformed-yaml"),
         pytest.param("", "got null", id="empty-document"),
         pytest.param("- a\n- b\n", "got a list", id="list-document"),
-        pytest.param("just text", "pass a pathlib.Path", id="scalar-document"),
+        pytest.param("just text", 'got a string ("just text"; to load a file, pass', id="scalar-document"),
         pytest.param("a: 1\n---\nb: 2\n", "invalid YAML", id="two-documents"),
         pytest.param("a: !!python/object:os.system {}\n", "invalid YAML", id="unsafe-tag"),
     ],
@@ -370,9 +370,17 @@ def test_missing_file(registry: Registry, tmp_path: Path) -> None:
     assert "No such file" in error.message
 
 
-def test_missing_file_via_load_config(registry: Registry, tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_str", [False, True], ids=["path", "str"])
+def test_missing_file_via_load_config(registry: Registry, tmp_path: Path, as_str: bool) -> None:
+    """A path-like, or a one-line string ending in .yaml, is a file name, so "no such file"."""
+    missing = tmp_path / "nope.yaml"
     with pytest.raises(ConfigError, match="cannot read config file"):
-        load_config(tmp_path / "nope.yaml", registry)
+        load_config(str(missing) if as_str else missing, registry)
+
+
+def test_directory_is_not_a_file(registry: Registry, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config_file(tmp_path, registry)
 
 
 def test_header_constant_is_valid(registry: Registry) -> None:

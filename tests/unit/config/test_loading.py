@@ -139,6 +139,12 @@ def test_load_from_path_and_str_path(registry: Registry, tmp_path: Path) -> None
     f.write_text(HEADER + "parallelism: 3\n")
     assert load_config(f, registry).parallelism == 3
     assert load_config_file(str(f), registry).parallelism == 3
+    assert load_config(str(f), registry).parallelism == 3  # a one-line str naming a file
+
+
+def test_one_line_yaml_is_text(registry: Registry) -> None:
+    text = "{apiVersion: kubescheduler.config.k8s.io/v1, kind: KubeSchedulerConfiguration, parallelism: 2}"
+    assert load_config(text, registry).parallelism == 2
 
 
 def test_from_dict(registry: Registry) -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, Status
-from custom_scheduler.framework.types import StateNotFoundError
+from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, StateNotFoundError, Status
 from custom_scheduler.plugins import node_ports
 from tests.builders import PodBuilder, make_node
 from tests.unit.plugins.support import FakeHandle, bare, node_info
@@ -53,7 +52,10 @@ def ports(*specs: str) -> PodBuilder:
             id="tcp-conflict-due-to-wildcard-in-second-port",
         ),
         pytest.param(
-            ports("TCP/127.0.0.1/8001"), ports("TCP/0.0.0.0/8001"), CONFLICT, id="specific-ip-conflicts-with-wildcard-use"
+            ports("TCP/127.0.0.1/8001"),
+            ports("TCP/0.0.0.0/8001"),
+            CONFLICT,
+            id="specific-ip-conflicts-with-wildcard-use",
         ),
         pytest.param(
             ports("UDP/127.0.0.1/8001"), ports("TCP/0.0.0.0/8001"), SUCCESS, id="wildcard-other-protocol-is-free"

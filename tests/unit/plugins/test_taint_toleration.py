@@ -196,7 +196,9 @@ def test_raw_score_counts_intolerable_soft_taints() -> None:
     state = CycleState()
     pod = pod_tolerating(("a", "Exists", "", PREFER)).build()
     assert pl.pre_score(state, pod, []) == SUCCESS
-    ni = node_info(node_tainted("n", ("a", "", PREFER), ("b", "", PREFER), ("c", "", PREFER), ("d", "", "NoSchedule")).build())
+    ni = node_info(
+        node_tainted("n", ("a", "", PREFER), ("b", "", PREFER), ("c", "", PREFER), ("d", "", "NoSchedule")).build()
+    )
     assert pl.score(state, pod, ni) == 2
 
 

@@ -1,0 +1,161 @@
+"""A fault-injecting HTTP proxy in front of the real API server, for fault tests.
+
+The scheduler under test talks plain HTTP to this proxy on loopback; the proxy forwards every
+request to the real kube-apiserver over TLS with the admin token, streaming responses (watches)
+line by line. Rules inject faults for matching requests: a status code (with an optional
+Retry-After), a dropped connection, a delay, or a watch that goes silent without closing.
+"""
+
+from __future__ import annotations
+
+import http.server
+import re
+import socketserver
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+
+from custom_scheduler.devenv.controlplane import ControlPlane, free_port
+
+
+@dataclass
+class Rule:
+    method: str
+    path_regex: str
+    times: int = 1
+    status: int = 0  # inject this status instead of forwarding
+    retry_after: float | None = None
+    drop: bool = False  # close the connection without an answer
+    delay: float = 0.0  # sleep before forwarding
+    silent: bool = False  # forward headers, then never send data (a stalled watch)
+    body: bytes = b""
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.times > 0 and method == self.method and re.search(self.path_regex, path) is not None
+
+
+@dataclass
+class FaultProxy:
+    cp: ControlPlane
+    rules: list[Rule] = field(default_factory=list)
+    log: list[tuple[str, str, int]] = field(default_factory=list)
+    port: int = 0
+    _server: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def add(self, rule: Rule) -> Rule:
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def _take(self, method: str, path: str) -> Rule | None:
+        with self._lock:
+            for r in self.rules:
+                if r.matches(method, path):
+                    r.times -= 1
+                    r.hits += 1
+                    return r
+        return None
+
+    def kubeconfig(self, tmpdir: Any) -> str:
+        path = f"{tmpdir}/proxy-kubeconfig.yaml"
+        with open(path, "w") as f:
+            f.write(
+                "apiVersion: v1\nkind: Config\n"
+                f"clusters: [{{name: p, cluster: {{server: '{self.url}'}}}}]\n"
+                "users: [{name: u, user: {token: unused}}]\n"
+                "contexts: [{name: p, context: {cluster: p, user: u}}]\ncurrent-context: p\n"
+            )
+        return path
+
+    def start(self) -> FaultProxy:
+        proxy = self
+        ctx = ssl.create_default_context(cafile=str(self.cp.ca_file))
+        pool = urllib3.HTTPSConnectionPool("127.0.0.1", self.cp.port, ssl_context=ctx, maxsize=64, block=False)
+        token = self.cp.admin_token
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                rule = proxy._take(self.command, self.path)
+                if rule is not None and rule.delay:
+                    time.sleep(rule.delay)
+                if rule is not None and rule.drop:
+                    proxy.log.append((self.command, self.path, -1))
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if rule is not None and rule.status:
+                    payload = rule.body or (
+                        b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Injected","code":%d,'
+                        b'"message":"injected by the fault proxy"}' % rule.status
+                    )
+                    self.send_response(rule.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    if rule.retry_after is not None:
+                        self.send_header("Retry-After", str(rule.retry_after))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    proxy.log.append((self.command, self.path, rule.status))
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization")}
+                headers["Authorization"] = f"Bearer {token}"
+                try:
+                    resp = pool.urlopen(
+                        self.command, self.path, body=body, headers=headers, preload_content=False,
+                        retries=False, timeout=urllib3.Timeout(connect=5, read=600),
+                    )
+                except Exception:  # noqa: BLE001
+                    self.send_error(502)
+                    return
+                proxy.log.append((self.command, self.path, resp.status))
+                self.send_response(resp.status)
+                for k, v in resp.headers.items():
+                    if k.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    if rule is not None and rule.silent:
+                        # Headers went out; now stall like a half-open connection.
+                        time.sleep(3600)
+                    for chunk in resp.stream(4096, decode_content=False):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    self.close_connection = True
+                finally:
+                    resp.release_conn()
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.port = free_port()
+        self._server = Server(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
