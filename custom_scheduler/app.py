@@ -36,7 +36,8 @@ from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.model import Node, Pod
+from custom_scheduler.kube import errors as kerrors
+from custom_scheduler.model import Node, Pod, PodDisruptionBudget, pdb_from_json
 
 log = structlog.get_logger("custom_scheduler.app")
 
@@ -88,7 +89,7 @@ def build_frameworks(
         handle = SnapshotHandle(
             snapshot, profile_name=prof.scheduler_name, client=client, namespace_labels=namespace_labels
         )
-        out[prof.scheduler_name] = Framework(
+        fwk = Framework(
             prof.scheduler_name,
             prof.plugins,
             prof.plugin_args,
@@ -96,6 +97,8 @@ def build_frameworks(
             handle,
             percentage_of_nodes_to_score=prof.percentage_of_nodes_to_score,
         )
+        handle.framework = fwk
+        out[prof.scheduler_name] = fwk
     return out
 
 
@@ -147,11 +150,22 @@ class App:
             observer=observer,
             on_decision=on_decision,
         )
+        self.pdbs: Informer[PodDisruptionBudget] = Informer(
+            self.watch_client,
+            "/apis/policy/v1/poddisruptionbudgets",
+            pdb_from_json,
+            lambda b: f"{b.namespace}/{b.name}",
+            _NullSink(),
+            name="pdbs",
+        )
         # The frameworks' handles read the scheduler's snapshot (the one each cycle refreshes).
         for fwk in self.profiles.values():
             handle = fwk.handle
             if isinstance(handle, SnapshotHandle):
                 handle.snapshot = self.scheduler.snapshot
+                handle.pdb_lister = self.pdbs.list
+                handle.nominated_lister = self.scheduler.nominator.pods_on
+                handle.event_sink = None if dry_run else self.writer.event
         self.pods = pod_informer(self.watch_client, _PodSink(self.scheduler))
         self.nodes = node_informer(self.watch_client, _NodeSink(self.scheduler))
         self._threads: list[threading.Thread] = []
@@ -162,16 +176,27 @@ class App:
 
     @property
     def ready(self) -> bool:
-        return self.pods.synced.is_set() and self.nodes.synced.is_set() and self.namespaces.synced.is_set()
+        return all(inf.synced.is_set() for inf in self.informers)
+
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return (self.namespaces, self.pdbs, self.nodes, self.pods)
 
     def start_informers(self) -> None:
         self.writer.start()
-        for inf in (self.namespaces, self.nodes, self.pods):
+        # PodDisruptionBudgets are policy/v1 from Kubernetes 1.21; older servers serve v1beta1.
+        try:
+            self.client.get("/apis/policy/v1")
+        except kerrors.NotFound:
+            self.pdbs.reflector.path = "/apis/policy/v1beta1/poddisruptionbudgets"
+        except kerrors.KubeError as e:
+            log.warning("discovery_failed", group="policy/v1", error=str(e)[:200])
+        for inf in self.informers:
             inf.start()
 
     def wait_for_sync(self, timeout: float = 120.0) -> bool:
         deadline = time.monotonic() + timeout
-        for inf in (self.namespaces, self.nodes, self.pods):
+        for inf in self.informers:
             if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
                 return False
         return True
@@ -208,7 +233,7 @@ class App:
             t.join(timeout)
         self.scheduler.shutdown(timeout)
         self.writer.stop(timeout=5.0)
-        for inf in (self.pods, self.nodes, self.namespaces):
+        for inf in self.informers:
             inf.stop()
         log.info("stopped")
 

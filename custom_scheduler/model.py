@@ -373,3 +373,36 @@ def node_from_json(doc: JSON) -> Node:
         allocatable=Resources.from_json(status.get("allocatable") or status.get("capacity")),
         images=images,
     )
+
+
+@dataclass(slots=True)
+class PodDisruptionBudget:
+    """What preemption needs of a PDB: which pods it covers and how many may still go."""
+
+    namespace: str
+    name: str
+    selector: Any  # labels.Selector (kept untyped here to avoid an import cycle)
+    disruptions_allowed: int = 0
+    disrupted_pods: frozenset[str] = frozenset()
+    resource_version: str = ""
+
+
+def pdb_from_json(doc: JSON) -> PodDisruptionBudget:
+    from custom_scheduler import labels
+
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    status = doc.get("status") or {}
+    sel = spec.get("selector")
+    # A PDB with a null or empty selector matches nothing for preemption (as kube-scheduler).
+    selector = labels.compile_selector(sel) if sel else labels.NOTHING
+    if selector.is_empty:
+        selector = labels.NOTHING
+    return PodDisruptionBudget(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        selector=selector,
+        disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
+        disrupted_pods=frozenset((status.get("disruptedPods") or {}).keys()),
+        resource_version=meta.get("resourceVersion", ""),
+    )

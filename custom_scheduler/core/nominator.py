@@ -48,3 +48,7 @@ class Nominator:
             if not self._pods:
                 return {}
             return {n: list(p.values()) for n, p in self._pods.items()}
+
+    def pods_on(self, node: str) -> list[Pod]:
+        with self._lock:
+            return list(self._pods.get(node, {}).values())

@@ -1,17 +1,22 @@
 """The Handle given to plugins: the snapshot of the current cycle, the API client, namespaces.
 
 One implementation serves the daemon, ``explain`` and ``simulate``: they differ only in the
-snapshot they hand over and whether a client is present (offline: None).
+snapshot they hand over and whether a client is present (offline: None). Collaborators that are
+built after the frameworks (the nominator, the event writer, the PDB lister) are attached by the
+composition root through plain attributes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from custom_scheduler.framework.types import NodeInfo, Snapshot
+from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.labels import Selector
-from custom_scheduler.model import Pod
+from custom_scheduler.model import Pod, PodDisruptionBudget
+
+if TYPE_CHECKING:
+    from custom_scheduler.framework.runtime import Framework
 
 
 class SnapshotHandle:
@@ -29,6 +34,10 @@ class SnapshotHandle:
         self._client = client
         self._ns = namespace_labels or (lambda ns: None)
         self._spread = default_spread_selector or (lambda pod: None)
+        self.framework: Framework | None = None
+        self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = list
+        self.nominated_lister: Callable[[str], Sequence[Pod]] = lambda node: ()
+        self.event_sink: Callable[..., None] | None = None
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self.snapshot.node_list
@@ -49,3 +58,43 @@ class SnapshotHandle:
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:
         return self._spread(pod)
+
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        return self.pdb_lister()
+
+    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
+        return self.nominated_lister(node_name)
+
+    def _fwk(self) -> Framework:
+        if self.framework is None:
+            raise RuntimeError("handle is not attached to a framework")
+        return self.framework
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        return self._fwk().run_filter_with_nominated(state, pod, node_info, self.nominated_pods(node_info.name))
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status:
+        for ext in self._fwk().pre_filter_extensions:
+            if ext.name in state.skip_filter:
+                continue
+            st = ext.add_pod(state, pod, pod_to_add, node_info)
+            if not st.is_success:
+                return st.with_plugin(ext.name)
+        return SUCCESS
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status:
+        for ext in self._fwk().pre_filter_extensions:
+            if ext.name in state.skip_filter:
+                continue
+            st = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            if not st.is_success:
+                return st.with_plugin(ext.name)
+        return SUCCESS
+
+    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
+        if self.event_sink is not None:
+            self.event_sink(pod, type_=type_, reason=reason, action=action, note=note, controller=self._profile)

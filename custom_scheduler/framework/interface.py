@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
 from custom_scheduler.labels import Selector
-from custom_scheduler.model import Pod
+from custom_scheduler.model import Pod, PodDisruptionBudget
 
 
 @runtime_checkable
@@ -144,6 +144,31 @@ class Handle(Protocol):
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         """Labels of a namespace (for affinity ``namespaceSelector``); None when unknown."""
+        ...
+
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        """Every PodDisruptionBudget in the cluster (preemption prefers victims that keep them)."""
+        ...
+
+    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
+        """Pods nominated to ``node_name`` by earlier preemptions and not yet bound."""
+        ...
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        """Run this profile's Filter plugins on ``node_info`` (with nominated pods accounted);
+        preemption's dry runs use it on modified copies of a node."""
+        ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status: ...
+
+    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
+        """Emit an Event about ``pod`` (asynchronously; never blocks the cycle)."""
         ...
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:

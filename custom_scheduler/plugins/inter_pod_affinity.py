@@ -182,27 +182,38 @@ def compile_pod_terms(pod: Pod, *, strict: bool = True) -> PodTerms:
 
 
 class _TermCache:
-    """Compiled terms of existing pods by UID, valid while the pod object (or its resourceVersion)
-    is the same. Two generations bound memory: when the current one fills up it becomes the old
-    one, and entries still in use are promoted back on their next lookup."""
+    """Compiled terms of pods by UID, valid while the pod object (or its resourceVersion) is the
+    same. Two generations bound memory: when the current one fills up it becomes the old one, and
+    entries still in use are promoted back on their next lookup."""
 
     __slots__ = ("_current", "_limit", "_old")
 
     def __init__(self, limit: int = 20_000) -> None:
         self._limit = limit
-        self._current: dict[str, tuple[Pod, PodTerms]] = {}
-        self._old: dict[str, tuple[Pod, PodTerms]] = {}
+        # uid -> (pod, terms, whether every term compiled)
+        self._current: dict[str, tuple[Pod, PodTerms, bool]] = {}
+        self._old: dict[str, tuple[Pod, PodTerms, bool]] = {}
 
-    def get(self, pod: Pod) -> PodTerms:
+    def get(self, pod: Pod, *, strict: bool = False) -> PodTerms:
+        """``pod``'s compiled terms. ``strict`` raises SelectorError for an invalid pod (the
+        incoming pod); otherwise invalid groups of terms are dropped (existing pods)."""
         entry = self._current.get(pod.uid)
-        if entry is not None and _same_version(entry[0], pod):
-            return entry[1]
-        entry = self._old.get(pod.uid)
-        terms = entry[1] if entry is not None and _same_version(entry[0], pod) else compile_pod_terms(pod, strict=False)
-        if len(self._current) >= self._limit:
-            self._old, self._current = self._current, {}
-        self._current[pod.uid] = (pod, terms)
-        return terms
+        if entry is None or not _same_version(entry[0], pod):
+            entry = self._old.get(pod.uid)
+            if entry is None or not _same_version(entry[0], pod):
+                entry = None
+        if entry is None or (strict and not entry[2]):
+            try:
+                entry = (pod, compile_pod_terms(pod), True)
+            except SelectorError:
+                if strict:
+                    raise
+                entry = (pod, compile_pod_terms(pod, strict=False), False)
+        if self._current.get(pod.uid) is not entry:
+            if len(self._current) >= self._limit:
+                self._old, self._current = self._current, {}
+            self._current[pod.uid] = entry
+        return entry[1]
 
 
 def _same_version(cached: Pod, pod: Pod) -> bool:
@@ -301,7 +312,7 @@ class InterPodAffinity:
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         try:
-            terms = compile_pod_terms(pod)
+            terms = self._terms.get(pod, strict=True)
         except SelectorError as e:
             return Status.unresolvable(f"parsing pod: {e}")
         ns_labels = _NamespaceLabels(self._handle)
@@ -419,7 +430,7 @@ class InterPodAffinity:
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         try:
-            terms = compile_pod_terms(pod)
+            terms = self._terms.get(pod, strict=True)
         except SelectorError as e:
             return Status.as_error(f"failed to parse pod: {e}", NAME)
         has_preferred = bool(terms.preferred_affinity or terms.preferred_anti_affinity)

@@ -7,15 +7,16 @@ with no containers at all (``&v1.Pod{}``), which matters for non-zero request de
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
+from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore
 from custom_scheduler.model import Node, Pod
 from tests.builders import PodBuilder, make_pod
 
 
-class FakeHandle:
-    """A Handle over a fixed list of NodeInfos, with no API client (offline)."""
+class StubHandle:
+    """The part of the Handle these plugins use: the snapshot's nodes. Offline: no API client."""
 
     def __init__(self, nodes: Sequence[NodeInfo] = ()) -> None:
         self._nodes = list(nodes)
@@ -33,6 +34,15 @@ class FakeHandle:
     @property
     def profile_name(self) -> str:
         return "custom-scheduler"
+
+
+def fake_handle(nodes: Sequence[NodeInfo] = ()) -> Handle:
+    """A :class:`StubHandle` typed as a Handle.
+
+    The cast is deliberate: the Handle protocol grows with the runtime (preemption, events), while the
+    plugins tested here only ever read the snapshot; an unexpected call fails loudly with AttributeError.
+    """
+    return cast(Handle, StubHandle(nodes))
 
 
 def node_info(node: Node | None, *pods: Pod) -> NodeInfo:

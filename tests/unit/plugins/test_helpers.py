@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.types import NodeScore
 from custom_scheduler.plugins import args_reader, helpers, in_tree_registry, resource_allocation
+from tests.unit.plugins.support import fake_handle
 
 
 @pytest.mark.parametrize(
@@ -163,12 +165,10 @@ def test_in_tree_registry() -> None:
         assert spec.name == name == spec.factory.name  # type: ignore[attr-defined]
         assert registry.extension_points(spec) == points
         # Every plugin builds with default args.
-        plugin = spec.factory(spec.parse_args(None, f"args.{name}"), None)  # type: ignore[arg-type]
+        plugin = spec.factory(spec.parse_args(None, f"args.{name}"), fake_handle())
         assert plugin.name == name
 
 
 def test_plugins_without_args_reject_args() -> None:
-    from custom_scheduler.errors import ConfigError
-
     with pytest.raises(ConfigError):
         in_tree_registry()["NodeName"].parse_args({"x": 1}, "args")

@@ -9,7 +9,7 @@ import pytest
 from custom_scheduler.framework.types import CycleState
 from custom_scheduler.plugins import image_locality
 from tests.builders import NodeBuilder, PodBuilder, make_node
-from tests.unit.plugins.support import FakeHandle, bare, node_info, with_images
+from tests.unit.plugins.support import bare, fake_handle, node_info, with_images
 
 MB = 1024 * 1024
 
@@ -100,7 +100,7 @@ N_20_30_40 = ((("gcr.io/20:latest",), 20), (("gcr.io/30:latest",), 30), (("gcr.i
 )
 def test_score(pod: PodBuilder, nodes: list[Any], want: list[int]) -> None:
     infos = with_images(node_info(node_images(f"node{i}", *imgs).build()) for i, imgs in enumerate(nodes))
-    pl = image_locality.ImageLocality(None, FakeHandle(infos))
+    pl = image_locality.ImageLocality(None, fake_handle(infos))
     p = pod.build()
     assert [pl.score(CycleState(), p, ni) for ni in infos] == want
 

@@ -5,6 +5,7 @@ preemption's AddPod/RemovePod, the term cache, and hypothesis properties."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
-from custom_scheduler.labels import Selector
+from custom_scheduler.labels import Selector, SelectorError
 from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import inter_pod_affinity as ipa
 from tests.builders import PodBuilder, make_node, make_pod
@@ -775,6 +776,15 @@ def test_existing_pod_terms_are_compiled_once_and_refreshed_on_update() -> None:
     assert again.required_anti_affinity == first.required_anti_affinity
 
 
+def test_pod_cached_leniently_still_fails_a_strict_lookup() -> None:
+    """An invalid pod seen first as an existing pod (terms dropped) is still rejected as incoming."""
+    cache = ipa._TermCache()
+    bad = with_terms(pod("e", **S1), ANTI, term(sel(expr("security", "Near", "x")), "zone")).build()
+    assert cache.get(bad) == ipa.NO_TERMS
+    with pytest.raises(SelectorError):
+        cache.get(bad, strict=True)
+
+
 def test_existing_pod_with_invalid_selector_is_tolerated() -> None:
     bad = with_terms(pod("e", node="n1", **S1), ANTI, term(sel(expr("security", "Near", "x")), "zone")).build()
     pre, got = run_filter(pod(**S1).build(), TWO_ZONES, [bad])
@@ -1017,8 +1027,10 @@ def test_score_namespace_selector(incoming: PodBuilder, expected: dict[str, int]
 @pytest.mark.parametrize("kind", [pytest.param(AFF, id="affinity"), pytest.param(ANTI, id="anti-affinity")])
 def test_pre_score_invalid_selector_is_an_error(kind: str) -> None:
     bad = pref(pod(), kind, 8, sel(expr("security", "In")), "region").build()
-    pre, _ = run_score(bad, [N("m1", **CHINA)])
+    infos = cluster([N("m1", **CHINA)])
+    pre = make_plugin(infos).pre_score(CycleState(), bad, infos)
     assert pre.code is Code.ERROR
+    assert "operator In needs at least one value" in pre.message
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -1067,10 +1079,9 @@ def test_normalized_scores_in_range_and_keep_order(c: tuple[Pod, list[Node], lis
     assert pl.normalize_score(state, incoming, scores).is_success
     norm = {s.name: s.score for s in scores}
     assert all(0 <= v <= 100 for v in norm.values())
-    for a in raw:
-        for b in raw:
-            if raw[a] <= raw[b]:
-                assert norm[a] <= norm[b]
+    for (a, raw_a), (b, raw_b) in itertools.product(raw.items(), repeat=2):
+        if raw_a <= raw_b:
+            assert norm[a] <= norm[b]
 
 
 @settings(max_examples=80, deadline=None)

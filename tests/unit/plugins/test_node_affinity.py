@@ -13,7 +13,7 @@ from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeScore, Status
 from custom_scheduler.plugins import node_affinity as na
 from tests.builders import PodBuilder, make_node
-from tests.unit.plugins.support import FakeHandle, bare, node_info, scores
+from tests.unit.plugins.support import bare, fake_handle, node_info, scores
 
 MISMATCH = Status.unresolvable("node(s) didn't match Pod's node affinity/selector")
 ENFORCED = Status.unresolvable("node(s) didn't match scheduler-enforced node affinity")
@@ -269,7 +269,7 @@ def test_filter(
 ) -> None:
     node = make_node(node_name).labels(**node_labels).build()
     args = added(added_affinity) if added_affinity else None
-    pl = na.NodeAffinity(args, FakeHandle())
+    pl = na.NodeAffinity(args, fake_handle())
     p = pod.build()
     ni = node_info(node)
     # Without PreFilter (the plugin computes the state itself, as upstream's fallback does) ...
@@ -338,14 +338,14 @@ def test_filter(
     ],
 )
 def test_pre_filter(pod: PodBuilder, added_affinity: Any, want_status: Status, want_nodes: set[str] | None) -> None:
-    pl = na.NodeAffinity(added(added_affinity) if added_affinity else None, FakeHandle())
+    pl = na.NodeAffinity(added(added_affinity) if added_affinity else None, fake_handle())
     state = CycleState()
     assert pl.pre_filter(state, pod.build(), []) == want_status
     assert state.node_names == want_nodes
 
 
 def test_filter_without_node_is_an_error() -> None:
-    pl = na.NodeAffinity(None, FakeHandle())
+    pl = na.NodeAffinity(None, fake_handle())
     assert pl.filter(CycleState(), bare().build(), node_info(None)).code is Code.ERROR
 
 
@@ -407,24 +407,24 @@ LABEL5 = {"foo": "bar", "key": "value", "az": "az1"}
 )
 def test_score(pod: PodBuilder, nodes: list[dict[str, str]], added_affinity: Any, want: list[int]) -> None:
     infos = [node_info(make_node(f"machine{i}").labels(**lbl).build()) for i, lbl in enumerate(nodes)]
-    pl = na.NodeAffinity(added(added_affinity) if added_affinity else None, FakeHandle(infos))
+    pl = na.NodeAffinity(added(added_affinity) if added_affinity else None, fake_handle(infos))
     assert scores(pl, pod.build(), infos) == want
 
 
 def test_pre_score_skips_without_preferred_terms() -> None:
-    pl = na.NodeAffinity(None, FakeHandle())
+    pl = na.NodeAffinity(None, fake_handle())
     assert pl.pre_score(CycleState(), required(term(expr("a", "Exists"))).build(), []) == SKIP
     assert pl.pre_score(CycleState(), preferred(*AFFINITY1).build(), []) == SUCCESS
     with_added = na.NodeAffinity(
         added({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": AFFINITY1[0][1]}]}),
-        FakeHandle(),
+        fake_handle(),
     )
     assert with_added.pre_score(CycleState(), bare().build(), []) == SUCCESS
 
 
 def test_invalid_preferred_term_raises() -> None:
     """Invalid preferred terms are an error (kube-scheduler returns an ERROR status from PreScore)."""
-    pl = na.NodeAffinity(None, FakeHandle())
+    pl = na.NodeAffinity(None, fake_handle())
     with pytest.raises(labels.SelectorError):
         pl.pre_score(CycleState(), preferred((1, term(expr("a", "Bogus")))).build(), [])
 
@@ -596,7 +596,7 @@ def test_parse_args_errors(raw: dict[str, Any], want: list[tuple[str, str]]) -> 
 
 @given(st.lists(st.integers(min_value=0, max_value=100 * 50), min_size=1, max_size=50))
 def test_normalized_scores_in_range_and_order_kept(raw: list[int]) -> None:
-    pl = na.NodeAffinity(None, FakeHandle())
+    pl = na.NodeAffinity(None, fake_handle())
     result = [NodeScore(f"n{i}", s) for i, s in enumerate(raw)]
     assert pl.normalize_score(CycleState(), bare().build(), result) == SUCCESS
     out = [s.score for s in result]

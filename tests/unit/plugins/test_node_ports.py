@@ -7,7 +7,7 @@ import pytest
 from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, StateNotFoundError, Status
 from custom_scheduler.plugins import node_ports
 from tests.builders import PodBuilder, make_node
-from tests.unit.plugins.support import FakeHandle, bare, node_info
+from tests.unit.plugins.support import bare, fake_handle, node_info
 
 CONFLICT = Status.unschedulable("node(s) didn't have free ports for the requested pod ports")
 
@@ -70,7 +70,7 @@ def ports(*specs: str) -> PodBuilder:
     ],
 )
 def test_filter(pod: PodBuilder, existing: PodBuilder, want: Status) -> None:
-    pl = node_ports.NodePorts(None, FakeHandle())
+    pl = node_ports.NodePorts(None, fake_handle())
     state = CycleState()
     p = pod.build()
     assert pl.pre_filter(state, p, []) == SUCCESS
@@ -80,19 +80,15 @@ def test_filter(pod: PodBuilder, existing: PodBuilder, want: Status) -> None:
 
 
 def test_pre_filter_skips_pods_without_host_ports() -> None:
-    pl = node_ports.NodePorts(None, FakeHandle())
+    pl = node_ports.NodePorts(None, fake_handle())
     assert pl.pre_filter(CycleState(), bare().build(), []) == SKIP
-    assert pl.pre_filter(CycleState(), make_pod_with_container_port_only(), []) == SKIP
-
-
-def make_pod_with_container_port_only():
-    b = ports()
-    b.spec["containers"][0]["ports"].append({"containerPort": 80, "protocol": "TCP"})
-    return b.build()
+    container_port_only = ports()
+    container_port_only.spec["containers"][0]["ports"].append({"containerPort": 80, "protocol": "TCP"})
+    assert pl.pre_filter(CycleState(), container_port_only.build(), []) == SKIP
 
 
 def test_nothing_running_fits() -> None:
-    pl = node_ports.NodePorts(None, FakeHandle())
+    pl = node_ports.NodePorts(None, fake_handle())
     state = CycleState()
     p = ports("TCP/0.0.0.0/80").build()
     pl.pre_filter(state, p, [])
@@ -101,13 +97,13 @@ def test_nothing_running_fits() -> None:
 
 def test_filter_without_pre_filter_state_raises() -> None:
     """The runtime turns this into an ERROR status, as kube-scheduler does when PreFilter did not run."""
-    pl = node_ports.NodePorts(None, FakeHandle())
+    pl = node_ports.NodePorts(None, fake_handle())
     with pytest.raises(StateNotFoundError, match="PreFilterNodePorts"):
         pl.filter(CycleState(), ports("TCP/0.0.0.0/80").build(), node_info(make_node("m1").build()))
 
 
 def test_port_freed_when_holder_removed() -> None:
-    pl = node_ports.NodePorts(None, FakeHandle())
+    pl = node_ports.NodePorts(None, fake_handle())
     holder = ports("TCP/0.0.0.0/80").build()
     ni = node_info(make_node("m1").build(), holder)
     state = CycleState()

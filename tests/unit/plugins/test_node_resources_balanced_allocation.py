@@ -12,7 +12,7 @@ from custom_scheduler.model import Node
 from custom_scheduler.plugins import node_resources_balanced_allocation as ba
 from custom_scheduler.plugins.resource_allocation import ResourceSpec
 from tests.builders import make_node
-from tests.unit.plugins.support import FakeHandle, containers, node_info
+from tests.unit.plugins.support import containers, fake_handle, node_info
 
 NO_RESOURCES: tuple[dict[str, str], ...] = ()
 CPU_ONLY = ({"cpu": "1000m", "memory": "0"}, {"cpu": "2000m", "memory": "0"})
@@ -26,7 +26,7 @@ def node(cpu: int, mem: int, scalar: dict[str, str] | None = None) -> Node:
 
 def run(args: ba.NodeResourcesBalancedAllocationArgs | None, pod: Any, nodes: Any) -> list[int]:
     infos = [node_info(n, *(containers(*c).build() for c in existing)) for n, existing in nodes]
-    pl = ba.NodeResourcesBalancedAllocation(args, FakeHandle(infos))
+    pl = ba.NodeResourcesBalancedAllocation(args, fake_handle(infos))
     state = CycleState()
     p = containers(*pod).build()
     assert pl.pre_score(state, p, infos) == SUCCESS
@@ -136,7 +136,7 @@ def test_score(args: Any, pod: Any, nodes: Any, want: list[int]) -> None:
 
 def test_score_without_pre_score() -> None:
     ni = node_info(node(4000, 10000))
-    pl = ba.NodeResourcesBalancedAllocation(None, FakeHandle([ni]))
+    pl = ba.NodeResourcesBalancedAllocation(None, fake_handle([ni]))
     assert pl.score(CycleState(), containers(*CPU_AND_MEMORY).build(), ni) == 87
 
 

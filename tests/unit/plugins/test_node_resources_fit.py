@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from custom_scheduler.errors import ConfigError
-from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Resources, StateNotFoundError, Status
-from custom_scheduler.model import Node, Pod
+from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, StateNotFoundError, Status
+from custom_scheduler.model import Node, Pod, Resources
 from custom_scheduler.plugins import node_resources_fit as fit
 from custom_scheduler.plugins.resource_allocation import ResourceSpec
 from tests.builders import make_node
-from tests.unit.plugins.support import FakeHandle, bare, containers, node_info
+from tests.unit.plugins.support import bare, containers, fake_handle, node_info
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"
@@ -24,11 +24,8 @@ K8S_IO_B = "subdomain.kubernetes.io/something"
 HUGEPAGES_A = "hugepages-2Mi"
 
 
-def res(cpu: int = 0, mem: int = 0, eph: int = 0, **scalar: int) -> dict[str, str]:
-    """A container's requests in kube-scheduler test units: milli-CPU, bytes, counts.
-
-    Scalar names use ``__`` for ``/`` and ``_`` for ``.`` / ``-`` is not needed; pass real names via ``scalar``.
-    """
+def res(cpu: int = 0, mem: int = 0, eph: int = 0) -> dict[str, str]:
+    """A container's requests in kube-scheduler test units (milli-CPU, bytes); zero means omitted."""
     out: dict[str, str] = {}
     if cpu:
         out["cpu"] = f"{cpu}m"
@@ -36,8 +33,6 @@ def res(cpu: int = 0, mem: int = 0, eph: int = 0, **scalar: int) -> dict[str, st
         out["memory"] = str(mem)
     if eph:
         out["ephemeral-storage"] = str(eph)
-    for k, v in scalar.items():
-        out[k.replace("__", "/").replace("_", ".")] = str(v)
     return out
 
 
@@ -239,7 +234,7 @@ FIT_CASES = [
 @pytest.mark.parametrize(("p", "existing", "raw_args", "want"), FIT_CASES)
 def test_filter(p: Pod, existing: list[dict[str, str]], raw_args: dict[str, Any] | None, want: Status) -> None:
     ni = node_info(fit_node(), *(containers(r).build() for r in existing))
-    pl = fit.NodeResourcesFit(fit.parse_args(raw_args, "args"), FakeHandle())
+    pl = fit.NodeResourcesFit(fit.parse_args(raw_args, "args"), fake_handle())
     state = CycleState()
     assert pl.pre_filter(state, p, [ni]) == SUCCESS
     assert pl.filter(state, p, ni) == want
@@ -270,7 +265,7 @@ def test_filter(p: Pod, existing: list[dict[str, str]], raw_args: dict[str, Any]
 def test_filter_pod_count(p: Pod, existing: list[dict[str, str]], want: Status) -> None:
     node = fit_node(pods=1, ext_a=0, eph=0, hugepages=0)
     ni = node_info(node, *(containers(r).build() for r in existing))
-    pl = fit.NodeResourcesFit(None, FakeHandle())
+    pl = fit.NodeResourcesFit(None, fake_handle())
     state = CycleState()
     pl.pre_filter(state, p, [ni])
     assert pl.filter(state, p, ni) == want
@@ -290,14 +285,14 @@ def test_filter_pod_count(p: Pod, existing: list[dict[str, str]], want: Status) 
 )
 def test_filter_storage(p: Pod, existing: list[dict[str, str]], want: Status) -> None:
     ni = node_info(fit_node(), *(containers(r).build() for r in existing))
-    pl = fit.NodeResourcesFit(None, FakeHandle())
+    pl = fit.NodeResourcesFit(None, fake_handle())
     state = CycleState()
     pl.pre_filter(state, p, [ni])
     assert pl.filter(state, p, ni) == want
 
 
 def test_filter_without_pre_filter_raises() -> None:
-    pl = fit.NodeResourcesFit(None, FakeHandle())
+    pl = fit.NodeResourcesFit(None, fake_handle())
     with pytest.raises(StateNotFoundError, match="PreFilterNodeResourcesFit"):
         pl.filter(CycleState(), pod(), node_info(fit_node()))
 
@@ -308,7 +303,7 @@ def test_sidecar_requests_are_counted() -> None:
     b.init_req(res(3, 1), sidecar=True)
     p = b.build()
     ni = node_info(fit_node())
-    pl = fit.NodeResourcesFit(None, FakeHandle())
+    pl = fit.NodeResourcesFit(None, fake_handle())
     state = CycleState()
     pl.pre_filter(state, p, [ni])
     assert pl.filter(state, p, ni) == SUCCESS  # 5m + 3m = 8m ≤ 10m
@@ -324,10 +319,10 @@ CPU_AND_MEMORY = (res(1000, 2000), res(2000, 3000))
 BIG_CPU_AND_MEMORY = (res(2000, 4000), res(3000, 5000))
 
 
-def score_node(cpu: int, mem: int, **scalar: int) -> Node:
+def score_node(cpu: int, mem: int, scalar: dict[str, int] | None = None) -> Node:
+    """A node with ``cpu`` milli-CPU, ``mem`` bytes and the given extended resources."""
     cap = {"cpu": f"{cpu}m", "memory": str(mem), "pods": "110"}
-    for k, v in scalar.items():
-        cap[k.replace("__", "/").replace("_", ".")] = str(v)
+    cap.update({k: str(v) for k, v in (scalar or {}).items()})
     return make_node(f"n-{cpu}-{mem}").capacity_named(cap).build()
 
 
@@ -348,7 +343,7 @@ def run_scores(
     nodes: list[tuple[Node, list[tuple[dict[str, str], ...]]]],
 ) -> list[int]:
     infos = [node_info(n, *(containers(*c).build() for c in existing)) for n, existing in nodes]
-    pl = fit.NodeResourcesFit(args, FakeHandle(infos))
+    pl = fit.NodeResourcesFit(args, fake_handle(infos))
     state = CycleState()
     the_pod = containers(*p).build()
     assert pl.pre_score(state, the_pod, infos) == SUCCESS
@@ -434,7 +429,7 @@ LEAST = [
     pytest.param(
         strategy_args("LeastAllocated", [{"name": "cpu"}, {"name": "memory"}, {"name": "nvidia.com/gpu", "weight": 5}]),
         CPU_AND_MEMORY,
-        [(score_node(4000, 10000, nvidia_com__gpu=4), [])],
+        [(score_node(4000, 10000, {"nvidia.com/gpu": 4}), [])],
         [37],
         id="unrequested-extended-resource-excluded",
     ),
@@ -442,7 +437,7 @@ LEAST = [
     pytest.param(
         strategy_args("LeastAllocated", [{"name": "cpu"}, {"name": "memory"}, {"name": "nvidia.com/gpu", "weight": 2}]),
         (res(1000, 2000) | {"nvidia.com/gpu": "1"}, res(2000, 3000)),
-        [(score_node(4000, 10000, nvidia_com__gpu=4), [])],
+        [(score_node(4000, 10000, {"nvidia.com/gpu": 4}), [])],
         [56],
         id="requested-extended-resource-scored",
     ),
@@ -553,7 +548,7 @@ RTCR = [
         BIN_PACK_SHAPE,
         [{"name": FOO}],
         NO_RESOURCES,
-        [(score_node(4000, 10000, intel_com__foo=8), []), (score_node(4000, 10000, intel_com__foo=4), [])],
+        [(score_node(4000, 10000, {"intel.com/foo": 8}), []), (score_node(4000, 10000, {"intel.com/foo": 4}), [])],
         [0, 0],
         id="single-extended-nothing-requested",
     ),
@@ -562,7 +557,7 @@ RTCR = [
         BIN_PACK_SHAPE,
         [{"name": FOO}],
         FOO_POD_2,
-        [(score_node(4000, 10000, intel_com__foo=8), []), (score_node(4000, 10000, intel_com__foo=4), [])],
+        [(score_node(4000, 10000, {"intel.com/foo": 8}), []), (score_node(4000, 10000, {"intel.com/foo": 4}), [])],
         [2, 5],
         id="single-extended-requested",
     ),
@@ -570,7 +565,10 @@ RTCR = [
         BIN_PACK_SHAPE,
         [{"name": FOO}],
         FOO_POD_2,
-        [(score_node(4000, 10000, intel_com__foo=8), []), (score_node(4000, 10000, intel_com__foo=4), [FOO_POD_2])],
+        [
+            (score_node(4000, 10000, {"intel.com/foo": 8}), []),
+            (score_node(4000, 10000, {"intel.com/foo": 4}), [FOO_POD_2]),
+        ],
         [2, 10],
         id="single-extended-existing-pod",
     ),
@@ -578,7 +576,10 @@ RTCR = [
         BIN_PACK_SHAPE,
         [{"name": FOO}],
         FOO_POD_4,
-        [(score_node(4000, 10000, intel_com__foo=8), []), (score_node(4000, 10000, intel_com__foo=4), [FOO_POD_2])],
+        [
+            (score_node(4000, 10000, {"intel.com/foo": 8}), []),
+            (score_node(4000, 10000, {"intel.com/foo": 4}), [FOO_POD_2]),
+        ],
         [5, 10],
         id="single-extended-over-capacity-is-full",
     ),
@@ -587,8 +588,8 @@ RTCR = [
         [{"name": FOO, "weight": 3}, {"name": BAR, "weight": 5}],
         NO_RESOURCES,
         [
-            (score_node(4000, 10000, intel_com__foo=8, intel_com__bar=4), []),
-            (score_node(4000, 10000, intel_com__foo=4, intel_com__bar=8), []),
+            (score_node(4000, 10000, {"intel.com/foo": 8, "intel.com/bar": 4}), []),
+            (score_node(4000, 10000, {"intel.com/foo": 4, "intel.com/bar": 8}), []),
         ],
         [0, 0],
         id="multiple-extended-nothing-requested",
@@ -599,8 +600,8 @@ RTCR = [
         [{"name": FOO, "weight": 3}, {"name": BAR, "weight": 5}],
         FOO_BAR_2_2,
         [
-            (score_node(4000, 10000, intel_com__foo=8, intel_com__bar=4), []),
-            (score_node(4000, 10000, intel_com__foo=4, intel_com__bar=8), []),
+            (score_node(4000, 10000, {"intel.com/foo": 8, "intel.com/bar": 4}), []),
+            (score_node(4000, 10000, {"intel.com/foo": 4, "intel.com/bar": 8}), []),
         ],
         [4, 3],
         id="multiple-extended-requested",
@@ -610,8 +611,8 @@ RTCR = [
         [{"name": FOO, "weight": 3}, {"name": BAR, "weight": 5}],
         FOO_BAR_2_2,
         [
-            (score_node(4000, 10000, intel_com__foo=8, intel_com__bar=4), []),
-            (score_node(4000, 10000, intel_com__foo=4, intel_com__bar=8), [FOO_BAR_2_2]),
+            (score_node(4000, 10000, {"intel.com/foo": 8, "intel.com/bar": 4}), []),
+            (score_node(4000, 10000, {"intel.com/foo": 4, "intel.com/bar": 8}), [FOO_BAR_2_2]),
         ],
         [4, 7],
         id="multiple-extended-existing-pod",
@@ -621,8 +622,8 @@ RTCR = [
         [{"name": FOO, "weight": 3}, {"name": BAR, "weight": 5}],
         FOO_BAR_4_2,
         [
-            (score_node(4000, 10000, intel_com__foo=8, intel_com__bar=4), []),
-            (score_node(4000, 10000, intel_com__foo=4, intel_com__bar=8), []),
+            (score_node(4000, 10000, {"intel.com/foo": 8, "intel.com/bar": 4}), []),
+            (score_node(4000, 10000, {"intel.com/foo": 4, "intel.com/bar": 8}), []),
         ],
         [5, 5],
         id="multiple-extended-more-resources",
@@ -656,7 +657,7 @@ def test_requested_to_capacity_ratio(shape: Any, resources: Any, p: Any, nodes: 
 def test_score_without_pre_score_computes_requests() -> None:
     node = score_node(4000, 10000)
     ni = node_info(node)
-    pl = fit.NodeResourcesFit(None, FakeHandle([ni]))
+    pl = fit.NodeResourcesFit(None, fake_handle([ni]))
     assert pl.score(CycleState(), containers(*CPU_AND_MEMORY).build(), ni) == 37
 
 
@@ -935,7 +936,7 @@ def test_scores_stay_in_range(
     p = bare().build()
     p.requests = resources(req)
     p.non_zero_milli_cpu, p.non_zero_memory = req[0], req[1]
-    pl = fit.NodeResourcesFit(args, FakeHandle([ni]))
+    pl = fit.NodeResourcesFit(args, fake_handle([ni]))
     state = CycleState()
     pl.pre_score(state, p, [ni])
     assert 0 <= pl.score(state, p, ni) <= 100

@@ -69,15 +69,16 @@ def exists(*keys: str) -> dict[str, Any]:
 FOO, BAR = exists("foo"), exists("bar")
 
 
-def N(name: str, hostname: bool = True, **labels: str) -> Node:
-    """A node with ``labels``; without ``hostname`` it lacks the kubernetes.io/hostname label."""
+def N(name: str, **labels: str) -> Node:
+    """A node with ``labels`` (and the builder's kubernetes.io/hostname label)."""
     b = make_node(name)
     for k, v in labels.items():
         b.label(k, v)
-    node = b.build()
-    if not hostname:
-        node = dataclasses.replace(node, labels={k: v for k, v in node.labels.items() if k != HOST})
-    return node
+    return b.build()
+
+
+def without_hostname(node: Node) -> Node:
+    return dataclasses.replace(node, labels={k: v for k, v in node.labels.items() if k != HOST})
 
 
 def P(node: str, *labels: str, ns: str = "default", terminating: bool = False, **kv: str) -> Pod:
@@ -863,7 +864,7 @@ def on(node: str, n: int, *labels: str) -> list[Pod]:
         ),
         pytest.param(
             incoming("foo").spread(1, HOST, "ScheduleAnyway", FOO),
-            [H("node-a"), N("node-b", hostname=False, n="node-b"), H("node-x")],
+            [H("node-a"), without_hostname(N("node-b", n="node-b")), H("node-x")],
             [*on("node-a", 4, "foo"), *on("node-b", 2, "foo"), *on("node-x", 1, "foo"), *on("node-y", 3, "foo")],
             [H("node-y")],
             {"node-a": 16, "node-b": 0, "node-x": 100},

@@ -6,8 +6,8 @@ import pytest
 
 from custom_scheduler.framework.types import SUCCESS, CycleState, Status
 from custom_scheduler.plugins import node_name, node_unschedulable, priority_sort
-from tests.builders import make_node, make_pod
-from tests.unit.plugins.support import FakeHandle, bare, node_info
+from tests.builders import PodBuilder, make_node, make_pod
+from tests.unit.plugins.support import bare, fake_handle, node_info
 
 
 @pytest.mark.parametrize(
@@ -22,7 +22,7 @@ from tests.unit.plugins.support import FakeHandle, bare, node_info
     ],
 )
 def test_priority_sort_less(a_priority: int, a_ts: float, b_priority: int, b_ts: float, want: bool) -> None:
-    pl = priority_sort.PrioritySort(None, FakeHandle())
+    pl = priority_sort.PrioritySort(None, fake_handle())
     a = make_pod("a").priority(a_priority).build()
     b = make_pod("b").priority(b_priority).build()
     assert pl.less(a, a_ts, b, b_ts) is want
@@ -40,7 +40,7 @@ def test_node_name_filter(pod_node: str, node: str, want: Status) -> None:
     b = bare()
     if pod_node:
         b.node(pod_node)
-    pl = node_name.NodeName(None, FakeHandle())
+    pl = node_name.NodeName(None, fake_handle())
     assert pl.filter(CycleState(), b.build(), node_info(make_node(node).build())) == want
     assert node_name.ERR_REASON == "node(s) didn't match the requested node name"
 
@@ -74,13 +74,13 @@ UNSCHEDULABLE = Status.unresolvable("node(s) were unschedulable")
         ),
     ],
 )
-def test_node_unschedulable_filter(pod, unschedulable: bool, want: Status) -> None:
-    pl = node_unschedulable.NodeUnschedulable(None, FakeHandle())
+def test_node_unschedulable_filter(pod: PodBuilder, unschedulable: bool, want: Status) -> None:
+    pl = node_unschedulable.NodeUnschedulable(None, fake_handle())
     node = make_node("n1").unschedulable(unschedulable).build()
     assert pl.filter(CycleState(), pod.build(), node_info(node)) == want
 
 
 def test_node_unschedulable_without_node_object() -> None:
-    pl = node_unschedulable.NodeUnschedulable(None, FakeHandle())
+    pl = node_unschedulable.NodeUnschedulable(None, fake_handle())
     got = pl.filter(CycleState(), bare().build(), node_info(None))
     assert got == Status.unresolvable("node(s) had unknown conditions")

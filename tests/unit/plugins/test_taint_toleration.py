@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeScore, Status
 from custom_scheduler.plugins import taint_toleration
 from tests.builders import NodeBuilder, PodBuilder, make_node
-from tests.unit.plugins.support import FakeHandle, bare, node_info, scores
+from tests.unit.plugins.support import bare, fake_handle, node_info, scores
 
 
 def pod_tolerating(*tolerations: tuple[str, str, str, str]) -> PodBuilder:
@@ -110,12 +110,12 @@ def untolerated(key: str, value: str) -> Status:
     ],
 )
 def test_filter(pod: PodBuilder, node: NodeBuilder, want: Status) -> None:
-    pl = taint_toleration.TaintToleration(None, FakeHandle())
+    pl = taint_toleration.TaintToleration(None, fake_handle())
     assert pl.filter(CycleState(), pod.build(), node_info(node.build())) == want
 
 
 def test_filter_without_node_is_an_error() -> None:
-    pl = taint_toleration.TaintToleration(None, FakeHandle())
+    pl = taint_toleration.TaintToleration(None, fake_handle())
     assert pl.filter(CycleState(), bare().build(), node_info(None)).code is Code.ERROR
 
 
@@ -187,12 +187,12 @@ PREFER = "PreferNoSchedule"
 )
 def test_score(pod: PodBuilder, nodes: list[NodeBuilder], want: list[int]) -> None:
     infos = [node_info(n.build()) for n in nodes]
-    pl = taint_toleration.TaintToleration(None, FakeHandle(infos))
+    pl = taint_toleration.TaintToleration(None, fake_handle(infos))
     assert scores(pl, pod.build(), infos) == want
 
 
 def test_raw_score_counts_intolerable_soft_taints() -> None:
-    pl = taint_toleration.TaintToleration(None, FakeHandle())
+    pl = taint_toleration.TaintToleration(None, fake_handle())
     state = CycleState()
     pod = pod_tolerating(("a", "Exists", "", PREFER)).build()
     assert pl.pre_score(state, pod, []) == SUCCESS
@@ -204,7 +204,7 @@ def test_raw_score_counts_intolerable_soft_taints() -> None:
 
 @given(st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=50))
 def test_normalized_scores_in_range_and_order_reversed(raw: list[int]) -> None:
-    pl = taint_toleration.TaintToleration(None, FakeHandle())
+    pl = taint_toleration.TaintToleration(None, fake_handle())
     result = [NodeScore(f"n{i}", s) for i, s in enumerate(raw)]
     assert pl.normalize_score(CycleState(), bare().build(), result) == SUCCESS
     out = [s.score for s in result]
