@@ -35,8 +35,8 @@ from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
-from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.kube import errors as kerrors
+from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.model import Node, Pod, PodDisruptionBudget, pdb_from_json
 
 log = structlog.get_logger("custom_scheduler.app")
@@ -196,10 +196,7 @@ class App:
 
     def wait_for_sync(self, timeout: float = 120.0) -> bool:
         deadline = time.monotonic() + timeout
-        for inf in self.informers:
-            if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
-                return False
-        return True
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
 
     def start_scheduling(self) -> None:
         """Start the scheduling loop (on a leader, once caches are in sync)."""

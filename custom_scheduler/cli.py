@@ -98,9 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from custom_scheduler.devenv import demo
+    from custom_scheduler.devenv.demo import main as demo_main
 
-    return demo.main(keep=args.keep)
+    return demo_main(keep=args.keep)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -86,7 +86,7 @@ class FaultProxy:
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def _handle(self) -> None:
@@ -121,7 +121,7 @@ class FaultProxy:
                         self.command, self.path, body=body, headers=headers, preload_content=False,
                         retries=False, timeout=urllib3.Timeout(connect=5, read=600),
                     )
-                except Exception:  # noqa: BLE001
+                except Exception:
                     self.send_error(502)
                     return
                 proxy.log.append((self.command, self.path, resp.status))

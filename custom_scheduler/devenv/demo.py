@@ -44,7 +44,9 @@ def _node(name: str, cpu: str, mem: str, *, labels: dict[str, str] | None = None
     }
 
 
-def _pod(name: str, *, cpu: str = "", mem: str = "", scheduler: str = "custom-scheduler", **spec: Any) -> dict[str, Any]:
+def _pod(
+    name: str, *, cpu: str = "", mem: str = "", scheduler: str = "custom-scheduler", **spec: Any
+) -> dict[str, Any]:
     req = {k: v for k, v in (("cpu", cpu), ("memory", mem)) if v}
     extra_req = spec.pop("requests", {})
     req.update(extra_req)
@@ -107,9 +109,10 @@ def run_demo(cp: ControlPlane, out: Any = sys.stdout, timeout: float = 60.0) -> 
     cfg.write_text(DEMO_CONFIG)
     log_path = workdir / "scheduler.log"
     env = {**os.environ, "LOG_FORMAT": "json"}
+    argv = [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())]
     with log_path.open("wb") as logf:
-        proc = subprocess.Popen(  # noqa: S603 - our own CLI
-            [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())],
+        proc = subprocess.Popen(
+            argv,
             stdout=logf,
             stderr=subprocess.STDOUT,
             env=env,

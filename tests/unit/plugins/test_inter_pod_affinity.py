@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
 from custom_scheduler.labels import Selector, SelectorError
-from custom_scheduler.model import Node, Pod
+from custom_scheduler.model import Node, Pod, PodDisruptionBudget
 from custom_scheduler.plugins import inter_pod_affinity as ipa
 from tests.builders import PodBuilder, make_node, make_pod
 
@@ -32,7 +32,8 @@ EXISTING_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
 class FakeHandle:
-    """The slice of the framework Handle these plugins use; counts namespace lookups."""
+    """The framework Handle: snapshot and namespace labels (counting lookups) are real; the
+    preemption and event methods are never called by these plugins."""
 
     def __init__(self, nodes: Sequence[NodeInfo], namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.nodes = list(nodes)
@@ -58,6 +59,28 @@ class FakeHandle:
         return self.namespaces.get(namespace)
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:
+        return None
+
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        return ()
+
+    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
+        return ()
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status:
+        raise NotImplementedError
+
+    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
         return None
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
 from custom_scheduler.labels import Selector, selector_from_set
-from custom_scheduler.model import Node, Pod
+from custom_scheduler.model import Node, Pod, PodDisruptionBudget
 from custom_scheduler.plugins import pod_topology_spread as pts
 from tests.builders import PodBuilder, make_node, make_pod
 
@@ -28,7 +28,8 @@ HOST = "kubernetes.io/hostname"
 
 
 class FakeHandle:
-    """The slice of the framework Handle these plugins use."""
+    """The framework Handle: snapshot, namespace labels and default spread selector are real;
+    the preemption and event methods are never called by these plugins."""
 
     def __init__(
         self,
@@ -60,6 +61,28 @@ class FakeHandle:
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:
         return self.spread_selector
+
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        return ()
+
+    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
+        return ()
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status:
+        raise NotImplementedError
+
+    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
+        return None
 
 
 def exists(*keys: str) -> dict[str, Any]:
