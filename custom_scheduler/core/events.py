@@ -141,10 +141,16 @@ class Writer:
                     return
                 s.last_patch = now
                 series = s
+                created = False
             else:
-                series = None
-        if series is None:
-            self._submit(lambda: self._create_event(pod, type_, reason, action, note, controller, key, now))
+                # Registered before the POST is written, so repeats that arrive meanwhile join it.
+                series = _Series(f"{pod.name}.{time.time_ns():x}", pod.namespace, 1, now, now)
+                self._series[key] = series
+                while len(self._series) > CACHE_SIZE:
+                    self._series.popitem(last=False)
+                created = True
+        if created:
+            self._submit(lambda: self._create_event(pod, type_, reason, action, note, controller, series.name, now))
         else:
             self._submit(lambda: self._patch_series(series))
 
@@ -156,10 +162,9 @@ class Writer:
         action: str,
         note: str,
         controller: str,
-        key: tuple[str, str, str],
+        name: str,
         now: float,
     ) -> None:
-        name = f"{pod.name}.{time.time_ns():x}"
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -181,10 +186,6 @@ class Writer:
             },
         }
         self.client.post(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body)
-        with self._lock:
-            self._series[key] = _Series(name, pod.namespace, 1, now, now)
-            while len(self._series) > CACHE_SIZE:
-                self._series.popitem(last=False)
 
     def _patch_series(self, s: _Series) -> None:
         with self._lock:

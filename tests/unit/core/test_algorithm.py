@@ -1,0 +1,161 @@
+"""The decision pipeline: node sampling, selection, FitError messages, runtime error handling."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, ClassVar
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from custom_scheduler.app import build_frameworks
+from custom_scheduler.builtin import full_registry
+from custom_scheduler.config import load_config
+from custom_scheduler.core.algorithm import Algorithm, num_feasible_nodes_to_find
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.framework.registry import PluginSpec, Registry
+from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
+from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
+from custom_scheduler.model import Pod
+from tests.builders import make_node, make_pod
+
+DEFAULT = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pct", "want"),
+    [
+        pytest.param(50, 0, 50, id="small cluster: all nodes"),
+        pytest.param(99, 0, 99, id="just below the minimum"),
+        pytest.param(500, 0, 230, id="500 nodes: 46%"),
+        pytest.param(1000, 0, 420, id="1000 nodes: 42%"),
+        pytest.param(3000, 0, 780, id="3000 nodes: 26%"),
+        pytest.param(5000, 0, 500, id="5000 nodes: 10%"),
+        pytest.param(10000, 0, 500, id="floor at 5%"),
+        pytest.param(1000, 100, 1000, id="100% means all"),
+        pytest.param(1000, 5, 100, id="never fewer than 100"),
+        pytest.param(1000, 30, 300, id="configured percentage"),
+    ],
+)
+def test_num_feasible_nodes_to_find(nodes: int, pct: int, want: int) -> None:
+    assert num_feasible_nodes_to_find(nodes, pct) == want
+
+
+@given(st.lists(st.integers(0, 1200), min_size=1, max_size=30), st.integers(0, 2**32))
+def test_select_returns_a_top_scoring_node(totals: list[int], seed: int) -> None:
+    scored = [ScoredNode(f"n{i}", t) for i, t in enumerate(totals)]
+    chosen = Algorithm(random.Random(seed)).select(scored)
+    assert next(s.total for s in scored if s.name == chosen) == max(totals)
+
+
+def test_ties_are_broken_uniformly() -> None:
+    alg = Algorithm(random.Random(7))
+    scored = [ScoredNode(f"n{i}", 10) for i in range(4)]
+    counts = {f"n{i}": 0 for i in range(4)}
+    for _ in range(4000):
+        counts[alg.select(scored)] += 1
+    assert all(800 < c < 1200 for c in counts.values()), counts
+
+
+def _setup(*nodes: Any) -> tuple[Framework, Snapshot]:
+    cache = Cache()
+    for n in nodes:
+        cache.add_node(n.build())
+    snap = cache.snapshot()
+    cfg = load_config(DEFAULT, full_registry())
+    fwk = build_frameworks(cfg.profiles, full_registry(), snap, client=None)["custom-scheduler"]
+    return fwk, snap
+
+
+def test_fit_error_message_matches_kube_scheduler() -> None:
+    fwk, snap = _setup(
+        make_node("a").capacity(cpu="1", memory="1Gi", pods="10"),
+        make_node("b").capacity(cpu="1", memory="1Gi", pods="10"),
+        make_node("c").capacity(cpu="8", memory="1Gi", pods="10").taint("dedicated", "gpu"),
+        make_node("d").capacity(cpu="8", memory="1Gi", pods="10").unschedulable(),
+    )
+    pod = make_pod("big").req(cpu="4").build()
+    with pytest.raises(FitError) as e:
+        Algorithm().schedule(fwk, CycleState(), pod, snap)
+    assert str(e.value) == (
+        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "1 node(s) were unschedulable, 2 Insufficient cpu."
+    )
+    assert e.value.rejecting_plugins == {"NodeResourcesFit", "TaintToleration", "NodeUnschedulable"}
+
+
+def test_histogram_sorts_as_strings_like_kube_scheduler() -> None:
+    pod = make_pod().build()
+    statuses = {f"n{i}": Status.unschedulable("Insufficient cpu") for i in range(10)}
+    statuses.update({f"m{i}": Status.unschedulable("Insufficient memory") for i in range(2)})
+    assert str(FitError(pod, 12, statuses)) == "0/12 nodes are available: 10 Insufficient cpu, 2 Insufficient memory."
+
+
+def test_no_nodes() -> None:
+    fwk, snap = _setup()
+    with pytest.raises(FitError) as e:
+        Algorithm().schedule(fwk, CycleState(), make_pod().build(), snap)
+    assert str(e.value) == "no nodes available to schedule pods"
+
+
+def test_least_allocated_prefers_the_emptier_node_and_rotates_start() -> None:
+    fwk, snap = _setup(
+        make_node("busy").capacity(cpu="4", memory="8Gi", pods="10"),
+        make_node("idle").capacity(cpu="4", memory="8Gi", pods="10"),
+    )
+    snap.get("busy").add_pod(make_pod("x").req(cpu="3", memory="6Gi").node("busy").build())  # type: ignore[union-attr]
+    alg = Algorithm(random.Random(1))
+    res = alg.schedule(fwk, CycleState(), make_pod().req(cpu="100m").build(), snap)
+    assert res.node == "idle"
+    assert res.feasible == 2
+    assert {s.name: s.weighted["NodeResourcesFit"] for s in res.scores}["idle"] > 0
+    assert alg.next_start == 0  # both nodes processed: wrapped around
+
+
+def test_nominated_node_is_tried_first() -> None:
+    fwk, snap = _setup(make_node("a"), make_node("b"))
+    pod = make_pod().nominated("b").build()
+    for seed in range(5):
+        assert Algorithm(random.Random(seed)).schedule(fwk, CycleState(), pod, snap).node == "b"
+
+
+def test_nominated_higher_priority_pod_reserves_its_room() -> None:
+    fwk, snap = _setup(make_node("a").capacity(cpu="1", memory="1Gi", pods="10"))
+    reserved = make_pod("preemptor").priority(100).req(cpu="800m").build()
+    low = make_pod("low").priority(1).req(cpu="500m").build()
+    with pytest.raises(FitError):
+        Algorithm().schedule(fwk, CycleState(), low, snap, {"a": [reserved]})
+    assert Algorithm().schedule(fwk, CycleState(), low, snap, {}).node == "a"
+
+
+class _Boom:
+    name: ClassVar[str] = "Boom"
+
+    def __init__(self, args: Any, handle: Any) -> None: ...
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        raise ZeroDivisionError("bug")
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        return 101
+
+
+def test_plugin_exception_becomes_error_status_and_bad_score_is_rejected() -> None:
+    reg = Registry(full_registry())
+    reg.register(PluginSpec("Boom", _Boom))
+    snap = Cache().snapshot()
+    cfg = load_config(
+        DEFAULT + "profiles:\n- schedulerName: custom-scheduler\n  plugins:\n"
+        "    filter: {disabled: [{name: '*'}], enabled: [{name: Boom}]}\n"
+        "    score: {disabled: [{name: '*'}], enabled: [{name: Boom, weight: 1}]}\n",
+        reg,
+    )
+    fwk = build_frameworks(cfg.profiles, reg, snap, client=None)["custom-scheduler"]
+    ni = NodeInfo(make_node("n").build())
+    st_ = fwk.run_filter(CycleState(), make_pod().build(), ni)
+    assert st_.code is Code.ERROR
+    assert st_.plugin == "Boom"
+    assert "ZeroDivisionError" in st_.message
+    with pytest.raises(FrameworkError, match=r'plugin "Boom" returns an invalid score 101'):
+        fwk.run_score(CycleState(), make_pod().build(), [ni])

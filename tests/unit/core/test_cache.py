@@ -1,0 +1,163 @@
+"""The cache's pod state machine and its invariant: requested == Σ pods on the node."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.model import Pod
+from tests.builders import make_node, make_pod
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pod(name: str, cpu: str = "100m", node: str = "") -> Pod:
+    b = make_pod(name).req(cpu=cpu, memory="64Mi")
+    if node:
+        b.node(node)
+    return b.build()
+
+
+def test_assume_counts_immediately_and_forget_releases() -> None:
+    c = Cache()
+    c.add_node(make_node("n1").build())
+    p = _pod("a", "500m")
+    c.assume(p, "n1")
+    assert c.snapshot().get("n1").requested.milli_cpu == 500  # type: ignore[union-attr]
+    c.forget(p.uid)
+    assert c.snapshot().get("n1").requested.milli_cpu == 0  # type: ignore[union-attr]
+    assert c.check_invariants() == []
+
+
+def test_informer_add_confirms_assumed_pod_even_on_another_node() -> None:
+    c = Cache()
+    c.add_node(make_node("n1").build())
+    c.add_node(make_node("n2").build())
+    p = _pod("a", "500m")
+    c.assume(p, "n1")
+    bound = Pod(**{**{f: getattr(p, f) for f in p.__slots__}, "node_name": "n2"})  # type: ignore[attr-defined]
+    c.add_pod(bound)
+    snap = c.snapshot()
+    assert snap.get("n1").requested.milli_cpu == 0  # type: ignore[union-attr]
+    assert snap.get("n2").requested.milli_cpu == 500  # type: ignore[union-attr]
+    assert not c.is_assumed(p.uid)
+    assert c.check_invariants() == []
+
+
+def test_assumed_pod_expires_after_ttl_only_once_binding_finished() -> None:
+    clock = FakeClock()
+    c = Cache(ttl=30, clock=clock)
+    c.add_node(make_node("n1").build())
+    p = _pod("a")
+    c.assume(p, "n1")
+    clock.now = 100
+    assert c.cleanup_expired() == []  # binding not finished: never expires
+    c.finish_binding(p.uid)
+    clock.now = 129
+    assert c.cleanup_expired() == []
+    clock.now = 131
+    assert [x.uid for x in c.cleanup_expired()] == [p.uid]
+    assert c.snapshot().get("n1").requested.milli_cpu == 0  # type: ignore[union-attr]
+
+
+def test_pod_before_its_node_is_kept_and_counted() -> None:
+    c = Cache()
+    c.add_pod(_pod("early", "1", node="late"))
+    assert c.snapshot().get("late") is None  # no Node object yet: not schedulable
+    c.add_node(make_node("late").build())
+    assert c.snapshot().get("late").requested.milli_cpu == 1000  # type: ignore[union-attr]
+
+
+def test_snapshot_is_incremental_and_isolated() -> None:
+    c = Cache()
+    for i in range(3):
+        c.add_node(make_node(f"n{i}").build())
+    snap = c.snapshot()
+    before = {n: id(ni) for n, ni in snap.node_infos.items()}
+    c.add_pod(_pod("x", node="n1"))
+    c.update_snapshot(snap)
+    assert id(snap.node_infos["n0"]) == before["n0"]  # unchanged nodes are not copied
+    assert id(snap.node_infos["n1"]) != before["n1"]
+    assert [ni.name for ni in snap.node_list].count("n1") == 1
+    assert snap.get("n1") is snap.node_list[[ni.name for ni in snap.node_list].index("n1")]
+    c.remove_node("n2")
+    c.update_snapshot(snap)
+    assert sorted(snap.node_infos) == ["n0", "n1"]
+    assert sorted(ni.name for ni in snap.node_list) == ["n0", "n1"]
+
+
+def test_node_list_interleaves_zones() -> None:
+    c = Cache()
+    for zone, names in (("a", ["a1", "a2", "a3"]), ("b", ["b1", "b2"])):
+        for n in names:
+            c.add_node(make_node(n).label("topology.kubernetes.io/zone", zone).build())
+    assert [ni.name for ni in c.snapshot().node_list] == ["a1", "b1", "a2", "b2", "a3"]
+
+
+def test_image_states_count_nodes_with_the_image() -> None:
+    c = Cache()
+    c.add_node(make_node("n1").image("nginx:1", 100).build())
+    c.add_node(make_node("n2").image("nginx:1", 100).build())
+    snap = c.snapshot()
+    assert snap.get("n1").image_states["nginx:1"].num_nodes == 2  # type: ignore[union-attr]
+    c.remove_node("n2")
+    assert c.snapshot().get("n1").image_states["nginx:1"].num_nodes == 1  # type: ignore[union-attr]
+
+
+class CacheMachine(RuleBasedStateMachine):
+    """Random assume/forget/confirm/delete sequences never break the invariant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = Cache()
+        for n in ("n0", "n1", "n2"):
+            self.cache.add_node(make_node(n).build())
+        self.assumed: dict[str, Pod] = {}
+        self.bound: dict[str, Pod] = {}
+        self.i = 0
+
+    @rule(node=st.sampled_from(["n0", "n1", "n2"]), cpu=st.sampled_from(["100m", "250m", "1"]))
+    def assume(self, node: str, cpu: str) -> None:
+        self.i += 1
+        p = _pod(f"p{self.i}", cpu)
+        self.assumed[p.uid] = self.cache.assume(p, node)
+
+    @precondition(lambda self: self.assumed)
+    @rule(data=st.data())
+    def forget(self, data: st.DataObject) -> None:
+        uid = data.draw(st.sampled_from(sorted(self.assumed)))
+        self.cache.forget(uid)
+        del self.assumed[uid]
+
+    @precondition(lambda self: self.assumed)
+    @rule(data=st.data(), node=st.sampled_from(["n0", "n1", "n2"]))
+    def confirm(self, data: st.DataObject, node: str) -> None:
+        uid = data.draw(st.sampled_from(sorted(self.assumed)))
+        p = self.assumed.pop(uid)
+        confirmed = Pod(**{**{f: getattr(p, f) for f in p.__slots__}, "node_name": node})  # type: ignore[attr-defined]
+        self.cache.add_pod(confirmed)
+        self.bound[uid] = confirmed
+
+    @precondition(lambda self: self.bound)
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        uid = data.draw(st.sampled_from(sorted(self.bound)))
+        self.cache.remove_pod(self.bound.pop(uid))
+
+    @invariant()
+    def consistent(self) -> None:
+        assert self.cache.check_invariants() == []
+        snap = self.cache.snapshot()
+        total = sum(ni.requested.milli_cpu for ni in snap.node_list)
+        expected = sum(p.requests.milli_cpu for p in [*self.assumed.values(), *self.bound.values()])
+        assert total == expected
+
+
+TestCacheMachine = CacheMachine.TestCase

@@ -1,0 +1,82 @@
+"""Events: kube-scheduler's fields, MicroTime format, and no storm while a pod backs off."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from custom_scheduler.core.events import Writer, micro_time, truncate_note
+from tests.builders import make_pod
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def post(self, path: str, body: Any, **kw: Any) -> Any:
+        self.calls.append(("POST", path, body))
+        return body
+
+    def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> Any:
+        self.calls.append(("PATCH", path, body))
+        return body
+
+
+def test_micro_time_always_has_six_fraction_digits() -> None:
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", micro_time(1700000000.0))
+
+
+def test_note_is_truncated_like_kube_scheduler() -> None:
+    note = truncate_note("x" * 2000)
+    assert len(note) == 1024
+    assert note.endswith(" ...")
+
+
+def test_repeated_failures_update_one_event_series() -> None:
+    client = FakeClient()
+    w = Writer(client, reporting_controller="custom-scheduler")  # type: ignore[arg-type]
+    w.start()
+    pod = make_pod("p").build()
+    for _ in range(50):
+        w.event(pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note="0/1 nodes are available")
+    w.flush()
+    w.stop()
+    posts = [c for c in client.calls if c[0] == "POST"]
+    assert len(posts) == 1
+    body = posts[0][2]
+    assert body["reason"] == "FailedScheduling"
+    assert body["action"] == "Scheduling"
+    assert body["reportingController"] == "custom-scheduler"
+    assert body["regarding"]["uid"] == pod.uid
+    assert len([c for c in client.calls if c[0] == "PATCH"]) <= 1
+
+
+def test_status_condition_is_not_patched_when_unchanged() -> None:
+    client = FakeClient()
+    w = Writer(client)  # type: ignore[arg-type]
+    w.start()
+    pod = make_pod("p").build()
+    pod.scheduled_condition = ("False", "Unschedulable", "same")
+    w.pod_condition(pod, status="False", reason="Unschedulable", message="same")
+    w.pod_condition(pod, status="False", reason="Unschedulable", message="different")
+    w.flush()
+    w.stop()
+    patches = [c for c in client.calls if c[0] == "PATCH"]
+    assert len(patches) == 1
+    cond = patches[0][2]["status"]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+        "different",
+    )
+
+
+def test_dry_run_writes_nothing() -> None:
+    client = FakeClient()
+    w = Writer(client, dry_run=True)  # type: ignore[arg-type]
+    w.start()
+    w.event(make_pod().build(), type_="Normal", reason="Scheduled", action="Binding", note="x")
+    w.flush(timeout=0.5)
+    w.stop()
+    assert client.calls == []

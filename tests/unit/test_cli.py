@@ -1,0 +1,51 @@
+"""The command line: exit code 2 and a field path for bad configs, effective config printed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "custom_scheduler", *args], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        pytest.param("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      enabled:\n      - {name: Nope}\n",
+                     "profiles[0].plugins.score.enabled[0].name", id="unknown plugin"),
+        pytest.param("clientConnection: {qps: fast}\n", "clientConnection.qps", id="wrong type"),
+        pytest.param("percentageOfNodesToScore: 150\n", "percentageOfNodesToScore", id="out of range"),
+        pytest.param("bogus: 1\n", "bogus", id="unknown field"),
+        pytest.param("profiles: [\n", "", id="malformed yaml"),
+    ],
+)
+def test_invalid_config_exits_2_naming_the_field(tmp_path: Path, text: str, path: str) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + text)
+    for cmd in (("check-config", str(cfg)), ("run", "--config", str(cfg))):
+        proc = _run(*cmd)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert path in proc.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    proc = _run("run", "--config", str(tmp_path / "absent.yaml"))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+
+
+def test_check_config_prints_effective_config_of_the_example() -> None:
+    proc = _run("check-config", "config.example.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "apiVersion: kubescheduler.config.k8s.io/v1" in proc.stdout
+    assert "NodeResourcesFit" in proc.stdout
