@@ -13,15 +13,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "custom_scheduler", *args], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+        [sys.executable, "-m", "custom_scheduler", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
     )
 
 
 @pytest.mark.parametrize(
     ("text", "path"),
     [
-        pytest.param("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      enabled:\n      - {name: Nope}\n",
-                     "profiles[0].plugins.score.enabled[0].name", id="unknown plugin"),
+        pytest.param(
+            "profiles:\n- schedulerName: x\n  plugins:\n    score:\n      enabled:\n      - {name: Nope}\n",
+            "profiles[0].plugins.score.enabled[0].name",
+            id="unknown plugin",
+        ),
         pytest.param("clientConnection: {qps: fast}\n", "clientConnection.qps", id="wrong type"),
         pytest.param("percentageOfNodesToScore: 150\n", "percentageOfNodesToScore", id="out of range"),
         pytest.param("bogus: 1\n", "bogus", id="unknown field"),
