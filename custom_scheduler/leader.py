@@ -217,12 +217,13 @@ class LeaderElector:
     def _timeout(self) -> tuple[float, float]:
         # Bound each request well inside renewDeadline so a hung connection cannot make a leader
         # outlive its deadline by much (one try makes at most three requests).
-        read = max(0.5, self.config.renew_deadline / 3)
+        read = max(1.0, self.config.renew_deadline / 3)
         return (min(5.0, read), read)
 
-    def _record(self, *, leading: bool) -> LeaseRecord:
+    def _record(self, *, renewing: bool) -> LeaseRecord:
+        """The record to write: a renewal keeps acquireTime and transitions; a takeover bumps them."""
         stamp = microtime(self._now())
-        if leading:
+        if renewing:
             return LeaseRecord(
                 holder_identity=self.identity,
                 lease_duration_seconds=max(1, round(self.config.lease_duration)),
@@ -277,7 +278,7 @@ class LeaderElector:
                 i_hold
                 and self._lease is not None
                 and self._clock() < self._observed_at + self._observed.lease_duration_seconds
-                and self._put(self._record(leading=True))
+                and self._put(self._record(renewing=True))
             ):
                 return True
             # Slow path.
@@ -296,7 +297,7 @@ class LeaderElector:
                 and self._clock() < self._observed_at + self._observed.lease_duration_seconds
             ):
                 return False
-            return self._put(self._record(leading=holder == self.identity))
+            return self._put(self._record(renewing=holder == self.identity))
 
     def _create(self) -> bool:
         stamp = microtime(self._now())
