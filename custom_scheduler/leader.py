@@ -315,9 +315,7 @@ class LeaderElector:
             "spec": record.to_spec(),
         }
         try:
-            created = self.client.post(
-                lease_path(self.config.resource_namespace), body, timeout=self._timeout()
-            )
+            created = self.client.post(lease_path(self.config.resource_namespace), body, timeout=self._timeout())
         except errors.Conflict:
             return False  # another candidate created it first
         except errors.KubeError as e:

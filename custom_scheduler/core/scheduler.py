@@ -15,6 +15,7 @@ binding starts, so the next cycle already sees the node as used; a failed bind f
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -158,6 +159,12 @@ class Scheduler:
                 self.queue.done(qpi.pod.uid)
 
     def schedule_one(self, qpi: q.QueuedPodInfo) -> Decision:
+        with structlog.contextvars.bound_contextvars(
+            pod=qpi.pod.key, uid=qpi.pod.uid, profile=qpi.pod.scheduler_name, attempt=qpi.attempts
+        ):
+            return self._schedule_one(qpi)
+
+    def _schedule_one(self, qpi: q.QueuedPodInfo) -> Decision:
         pod = qpi.pod
         fwk = self.profiles.get(pod.scheduler_name)
         if fwk is None or pod.deleting or self.cache.get_pod(pod.uid) is not None:
@@ -210,7 +217,9 @@ class Scheduler:
             log.info("pod_scheduled_dry_run", pod=pod.key, node=node, evaluated=result.evaluated)
             return self._decided(decision)
         self._inflight.acquire()
-        self._binders.submit(self._binding_cycle, fwk, state, qpi, assumed, node, cycle, time.monotonic())
+        # Copy the log context (pod, profile, attempt) into the binding thread.
+        ctx = contextvars.copy_context()
+        self._binders.submit(ctx.run, self._binding_cycle, fwk, state, qpi, assumed, node, cycle, time.monotonic())
         return self._decided(decision)
 
     def _decided(self, d: Decision) -> Decision:

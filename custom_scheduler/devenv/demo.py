@@ -97,8 +97,14 @@ def _events(kube: KubeClient) -> dict[str, str]:
     return out
 
 
-def run_demo(cp: ControlPlane, out: Any = sys.stdout, timeout: float = 60.0) -> dict[str, str]:
-    """Run the workload against ``cp`` with the daemon in a subprocess; returns pod → node/reason."""
+def run_demo(
+    cp: ControlPlane, out: Any = sys.stdout, timeout: float = 60.0, *, cleanup: bool = False
+) -> tuple[dict[str, str], int]:
+    """Run the workload against ``cp`` with the daemon in a subprocess.
+
+    Returns pod → node (or the pending reason) and the daemon's exit code after SIGTERM.
+    ``cleanup`` deletes the demo's nodes and namespace afterwards (tests share one control plane).
+    """
     kube = KubeClient.from_kubeconfig(str(cp.kubeconfig()), qps=0, burst=1)
     cluster.create_namespace(kube, NAMESPACE)
     nodes, pods = workload()
@@ -159,7 +165,10 @@ def run_demo(cp: ControlPlane, out: Any = sys.stdout, timeout: float = 60.0) -> 
     for name, what in sorted(rows):
         print(f"  {name.ljust(width)}  {what}", file=out)
     print(f"\nscheduler exited with code {rc} after SIGTERM", file=out)
-    return result
+    if cleanup:
+        cluster.delete_nodes(kube, [n["metadata"]["name"] for n in nodes])
+        kube.delete(f"/api/v1/namespaces/{NAMESPACE}")
+    return result, rc
 
 
 def main(*, keep: bool = False) -> int:
@@ -167,7 +176,10 @@ def main(*, keep: bool = False) -> int:
     try:
         print(f"kube-apiserver {cp.version} on {cp.host} (kubeconfig: {cp.kubeconfig()})")
         t0 = time.monotonic()
-        run_demo(cp)
+        _, rc = run_demo(cp)
+        if rc != 0:
+            print(f"the scheduler exited with {rc}; see its log above")
+            return 1
         print(f"demo finished in {time.monotonic() - t0:.1f}s")
         if keep:
             print("control plane left running; press Ctrl-C to stop it")

@@ -1,0 +1,255 @@
+"""Victim selection, the dry run over candidate nodes, and the choice of one node (kube-scheduler v1.28+).
+
+Everything here is a pure function of a pod, NodeInfo copies, PodDisruptionBudgets and a
+:class:`DryRunner` (the three Handle methods that run the profile's filters and PreFilter
+extensions). Nothing talks to the API server, so ``explain``, ``simulate`` and the unit tests run the
+exact code the daemon runs.
+
+**Victims on one node** (:func:`select_victims_on_node`, on a copy of the node and of the cycle
+state): remove every pod whose priority is *strictly lower* than the preemptor's, telling the
+PreFilter extensions so their precomputed state (spread counts, affinity counts) follows; if the
+preemptor still does not pass the filters (nominated pods accounted) the node cannot help. Otherwise
+add the removed pods back one by one, most important first (higher priority, then earlier start),
+first those whose eviction would violate a PodDisruptionBudget and then the rest; a pod that breaks
+the fit when added back is a victim, every other one is reprieved. The result is a minimal set in the
+sense kube-scheduler means: a more important pod is never evicted when a less important one would do.
+
+**Dry run** (:func:`dry_run_preemption`): candidate nodes are visited from a random offset, and the
+search stops once ``num_candidates`` nodes can be freed and at least one of them violates no PDB.
+PDB-clean candidates come first in the result.
+
+**Choice** (:func:`pick_one_node`), each rule only breaking the previous one's ties: fewest PDB
+violations; lowest highest-priority victim; smallest sum of victim priorities (each offset by 2^31
+so negative priorities still add up sensibly); fewest victims; latest start among the earliest-
+started highest-priority victims; first in candidate order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
+from custom_scheduler.model import Pod, PodDisruptionBudget
+
+#: Status reason of a node with no pod of lower priority than the preemptor.
+ERR_REASON_NO_VICTIMS = "No preemption victims found for incoming pod"
+
+#: Added to every victim priority before summing (kube-scheduler's MaxInt32 + 1).
+PRIORITY_OFFSET = 2**31
+
+
+class DryRunner(Protocol):
+    """What a dry run needs from the framework (the Handle provides exactly these)."""
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """The pods to evict on one node, most important first, and how many of them violate a PDB."""
+
+    pods: tuple[Pod, ...]
+    num_pdb_violations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node the preemptor fits on once ``victims`` are gone."""
+
+    node: str
+    victims: Victims
+
+
+def start_time(pod: Pod, now: float) -> float:
+    """A pod's start time; pods not started yet (assumed, or without status) count as starting now."""
+    return pod.start_time if pod.start_time is not None else now
+
+
+def importance_key(now: float) -> Callable[[Pod], tuple[int, float]]:
+    """Sort key putting more important pods first: higher priority, then earlier start."""
+    return lambda p: (-p.priority, start_time(p, now))
+
+
+def split_by_pdb_violation(
+    pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]
+) -> tuple[list[Pod], list[Pod]]:
+    """Split ``pods`` (order kept) into those whose eviction would violate a PDB and the others.
+
+    Evictions are counted cumulatively in the given order: each matching PDB (same namespace,
+    non-empty selector, pod not already in ``disruptedPods``) loses one allowed disruption per pod,
+    and a pod is violating when one of its PDBs goes below zero.
+    """
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[Pod] = []
+    others: list[Pod] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:  # a pod without labels matches no PDB
+            for i, pdb in enumerate(pdbs):
+                if pdb.namespace != pod.namespace or pod.name in pdb.disrupted_pods:
+                    continue
+                sel = pdb.selector
+                if sel.is_empty or not sel.matches(pod.labels):
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else others).append(pod)
+    return violating, others
+
+
+def select_victims_on_node(
+    runner: DryRunner,
+    state: CycleState,
+    pod: Pod,
+    node_info: NodeInfo,
+    pdbs: Sequence[PodDisruptionBudget],
+    *,
+    now: float | None = None,
+) -> tuple[Victims | None, Status]:
+    """The fewest, least important pods to evict from ``node_info`` so that ``pod`` fits.
+
+    ``state`` and ``node_info`` are modified: pass copies. Returns ``(victims, SUCCESS)``, or
+    ``(None, status)`` with UnschedulableAndUnresolvable when no pod has a lower priority, the
+    filters' status when the pod does not fit even with all of them gone, or an ERROR status when a
+    PreFilter extension failed.
+    """
+    now = time.time() if now is None else now
+    potential = [p for p in node_info.pods.values() if p.priority < pod.priority]
+    if not potential:
+        return None, Status.unresolvable(ERR_REASON_NO_VICTIMS)
+
+    def remove(p: Pod) -> Status:
+        node_info.remove_pod(p)
+        return runner.run_pre_filter_extension_remove_pod(state, pod, p, node_info)
+
+    def add(p: Pod) -> Status:
+        node_info.add_pod(p)
+        return runner.run_pre_filter_extension_add_pod(state, pod, p, node_info)
+
+    for p in potential:
+        st = remove(p)
+        if not st.is_success:
+            return None, _as_error(st, f"removing pod {p.key} from node {node_info.name}")
+    st = runner.run_filter_with_nominated(state, pod, node_info)
+    if not st.is_success:
+        return None, st
+
+    key = importance_key(now)
+    potential.sort(key=key)
+    violating, others = split_by_pdb_violation(potential, pdbs)
+    victims: list[Pod] = []
+    num_violations = 0
+    for group_violates, group in ((True, violating), (False, others)):
+        for p in group:
+            st = add(p)
+            if not st.is_success:
+                return None, _as_error(st, f"adding pod {p.key} back to node {node_info.name}")
+            if runner.run_filter_with_nominated(state, pod, node_info).is_success:
+                continue  # reprieved
+            st = remove(p)
+            if not st.is_success:
+                return None, _as_error(st, f"removing pod {p.key} from node {node_info.name}")
+            victims.append(p)
+            num_violations += group_violates
+    if violating and others:
+        victims.sort(key=key)  # keep the most important first across both groups
+    return Victims(tuple(victims), num_violations), SUCCESS
+
+
+def _as_error(st: Status, what: str) -> Status:
+    if st.code is Code.ERROR:
+        return st
+    return Status.as_error(f"{what}: {st.message}", st.plugin)
+
+
+def num_candidates(num_nodes: int, min_percentage: int, min_absolute: int) -> int:
+    """How many candidate nodes the dry run looks for: ``max(n·pct/100, abs)``, at most ``n``."""
+    n = num_nodes * min_percentage // 100
+    n = max(n, min_absolute)
+    return min(n, num_nodes)
+
+
+def dry_run_preemption(
+    runner: DryRunner,
+    state: CycleState,
+    pod: Pod,
+    potential_nodes: Sequence[NodeInfo],
+    pdbs: Sequence[PodDisruptionBudget],
+    offset: int,
+    wanted: int,
+    *,
+    now: float | None = None,
+) -> tuple[list[Candidate], dict[str, Status]]:
+    """Select victims on the potential nodes, visited from ``offset`` (wrapping), on copies.
+
+    Stops once ``wanted`` candidates are found and at least one of them violates no PDB. Returns
+    the candidates (PDB-clean first, each group in visiting order, each at most ``wanted`` long)
+    and the status of every visited node that cannot be freed.
+    """
+    now = time.time() if now is None else now
+    clean: list[Candidate] = []
+    violating: list[Candidate] = []
+    statuses: dict[str, Status] = {}
+    n = len(potential_nodes)
+    for i in range(n):
+        ni = potential_nodes[(offset + i) % n]
+        if not any(p.priority < pod.priority for p in ni.pods.values()):
+            # Nothing to evict: no need to copy the node.
+            statuses[ni.name] = Status.unresolvable(ERR_REASON_NO_VICTIMS)
+            continue
+        victims, st = select_victims_on_node(runner, state.clone(), pod, ni.clone(), pdbs, now=now)
+        if victims is not None and st.is_success and victims.pods:
+            group = clean if victims.num_pdb_violations == 0 else violating
+            if len(group) < wanted:
+                group.append(Candidate(ni.name, victims))
+            if clean and len(clean) + len(violating) >= wanted:
+                break
+            continue
+        if victims is not None and st.is_success:
+            st = Status.as_error(f"expected at least one victim pod on node {ni.name!r}")
+        statuses[ni.name] = st
+    return clean + violating, statuses
+
+
+def pick_one_node(candidates: Sequence[Candidate], *, now: float | None = None) -> Candidate | None:
+    """The candidate to preempt on (see the module docstring for the rules), or None if none."""
+    if not candidates:
+        return None
+    now = time.time() if now is None else now
+
+    def highest_priority(c: Candidate) -> int:
+        return c.victims.pods[0].priority if c.victims.pods else 0
+
+    def latest_start(c: Candidate) -> float:
+        # The earliest start among the highest-priority victims; later is better.
+        top = max((p.priority for p in c.victims.pods), default=0)
+        return min((start_time(p, now) for p in c.victims.pods if p.priority == top), default=now)
+
+    # Each score: higher is better.
+    scores: tuple[Callable[[Candidate], float], ...] = (
+        lambda c: -c.victims.num_pdb_violations,
+        lambda c: -highest_priority(c),
+        lambda c: -sum(p.priority + PRIORITY_OFFSET for p in c.victims.pods),
+        lambda c: -len(c.victims.pods),
+        latest_start,
+    )
+    remaining = list(candidates)
+    for score in scores:
+        if len(remaining) == 1:
+            break
+        values = [score(c) for c in remaining]
+        best = max(values)
+        remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
+    return remaining[0]
