@@ -114,6 +114,7 @@ class App:
         dry_run: bool = False,
         observer: Observer | None = None,
         on_decision: Callable[[Decision], None] | None = None,
+        watch_read_timeout: float = 90.0,
     ) -> None:
         self.config = config
         self.client = client
@@ -128,9 +129,15 @@ class App:
             lambda n: n.name,
             _NullSink(),
             name="namespaces",
+            read_timeout=watch_read_timeout,
         )
+        # Shadow mode (dry_run) gives plugins no client: preemption then only reports its victims.
         self.profiles = build_frameworks(
-            config.profiles, registry, fwks_snapshot, client=client, namespace_labels=self._namespace_labels
+            config.profiles,
+            registry,
+            fwks_snapshot,
+            client=None if dry_run else client,
+            namespace_labels=self._namespace_labels,
         )
         first = next(iter(self.profiles.values()))
         sort = first.queue_sort
@@ -157,6 +164,7 @@ class App:
             lambda b: f"{b.namespace}/{b.name}",
             _NullSink(),
             name="pdbs",
+            read_timeout=watch_read_timeout,
         )
         # The frameworks' handles read the scheduler's snapshot (the one each cycle refreshes).
         for fwk in self.profiles.values():
@@ -166,8 +174,8 @@ class App:
                 handle.pdb_lister = self.pdbs.list
                 handle.nominated_lister = self.scheduler.nominator.pods_on
                 handle.event_sink = None if dry_run else self.writer.event
-        self.pods = pod_informer(self.watch_client, _PodSink(self.scheduler))
-        self.nodes = node_informer(self.watch_client, _NodeSink(self.scheduler))
+        self.pods = pod_informer(self.watch_client, _PodSink(self.scheduler), read_timeout=watch_read_timeout)
+        self.nodes = node_informer(self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout)
         self._threads: list[threading.Thread] = []
 
     def _namespace_labels(self, name: str) -> Mapping[str, str] | None:

@@ -32,6 +32,8 @@ class Rule:
     drop: bool = False  # close the connection without an answer
     delay: float = 0.0  # sleep before forwarding
     silent: bool = False  # forward headers, then never send data (a stalled watch)
+    drop_after_forward: bool = False  # forward, let the server act, then drop the client's connection
+    watch_error: int = 0  # answer a watch with 200 and one ERROR event of this code (410: expired)
     body: bytes = b""
     hits: int = 0
 
@@ -45,6 +47,7 @@ class FaultProxy:
     rules: list[Rule] = field(default_factory=list)
     log: list[tuple[str, str, int]] = field(default_factory=list)
     port: int = 0
+    streams: set[Any] = field(default_factory=set)
     _server: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -65,6 +68,17 @@ class FaultProxy:
                     r.hits += 1
                     return r
         return None
+
+    def break_streams(self) -> int:
+        """Drop every open streamed response (watches), as a network blip would."""
+        with self._lock:
+            conns = list(self.streams)
+        for c in conns:
+            try:
+                c.shutdown(2)
+            except OSError:
+                pass
+        return len(conns)
 
     def kubeconfig(self, tmpdir: Any) -> str:
         path = f"{tmpdir}/proxy-kubeconfig.yaml"
@@ -100,6 +114,19 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
+                if rule is not None and rule.watch_error:
+                    line = (
+                        b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
+                        b'"message":"too old resource version: injected","reason":"Expired","code":%d}}\n'
+                        % rule.watch_error
+                    )
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(line)))
+                    self.end_headers()
+                    self.wfile.write(line)
+                    proxy.log.append((self.command, self.path, 200))
+                    return
                 if rule is not None and rule.status:
                     payload = rule.body or (
                         b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Injected","code":%d,'
@@ -118,19 +145,32 @@ class FaultProxy:
                 headers["Authorization"] = f"Bearer {token}"
                 try:
                     resp = pool.urlopen(
-                        self.command, self.path, body=body, headers=headers, preload_content=False,
-                        retries=False, timeout=urllib3.Timeout(connect=5, read=600),
+                        self.command,
+                        self.path,
+                        body=body,
+                        headers=headers,
+                        preload_content=False,
+                        retries=False,
+                        timeout=urllib3.Timeout(connect=5, read=600),
                     )
                 except Exception:
                     self.send_error(502)
                     return
                 proxy.log.append((self.command, self.path, resp.status))
+                if rule is not None and rule.drop_after_forward:
+                    resp.read()
+                    resp.release_conn()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
                 self.send_response(resp.status)
                 for k, v in resp.headers.items():
                     if k.lower() not in ("transfer-encoding", "content-length", "connection"):
                         self.send_header(k, v)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                with proxy._lock:
+                    proxy.streams.add(self.connection)
                 try:
                     if rule is not None and rule.silent:
                         # Headers went out; now stall like a half-open connection.
@@ -139,9 +179,11 @@ class FaultProxy:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
                     self.wfile.write(b"0\r\n\r\n")
-                except (BrokenPipeError, ConnectionResetError, OSError):
+                except (OSError, urllib3.exceptions.HTTPError):
                     self.close_connection = True
                 finally:
+                    with proxy._lock:
+                        proxy.streams.discard(self.connection)
                     resp.release_conn()
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle

@@ -155,6 +155,29 @@ class Cache:
             del self._pods[uid]
             self._remove_from_node(st.pod)
 
+    def overcommitted(self, node_name: str) -> list[str]:
+        """Resources on which the node's pods (assigned and assumed) exceed its allocatable.
+
+        The binder checks this just before it POSTs a binding: pods bound meanwhile by another
+        scheduler reach the cache through the watch, and binding on top of them would over-commit.
+        """
+        with self._lock:
+            ni = self._nodes.get(node_name)
+            if ni is None or ni.node is None:
+                return []
+            alloc, req = ni.node.allocatable, ni.requested
+            out = []
+            if alloc.allowed_pods and len(ni.pods) > alloc.allowed_pods:
+                out.append("pods")
+            if req.milli_cpu > alloc.milli_cpu:
+                out.append("cpu")
+            if req.memory > alloc.memory:
+                out.append("memory")
+            if alloc.ephemeral_storage and req.ephemeral_storage > alloc.ephemeral_storage:
+                out.append("ephemeral-storage")
+            out.extend(r for r, v in req.scalar.items() if v > alloc.scalar.get(r, 0))
+            return out
+
     def is_assumed(self, uid: str) -> bool:
         with self._lock:
             st = self._pods.get(uid)

@@ -52,6 +52,7 @@ class Informer(Generic[T]):
         name: str,
         metrics_relist: Callable[[str], None] | None = None,
         metrics_restart: Callable[[str], None] | None = None,
+        read_timeout: float = 90.0,
     ) -> None:
         self._project: Callable[[dict[str, Any]], T] = project
         self._key: Callable[[T], str] = key
@@ -67,6 +68,7 @@ class Informer(Generic[T]):
             name=name,
             on_relist=metrics_relist,
             on_restart=metrics_restart,
+            read_timeout=read_timeout,
         )
 
     @property

@@ -117,6 +117,11 @@ class Scheduler:
                 return  # our bind is in flight; the watch has not caught up yet
             if new.nominated_node_name:
                 self.nominator.add(new, new.nominated_node_name)
+            elif old.nominated_node_name:
+                # Cleared (by a preemption that outranked it, or one that found no node): drop
+                # the reservation. An update with no name on either side keeps an in-memory
+                # nomination whose status patch has not landed yet.
+                self.nominator.remove(new)
             self.queue.update(new)
 
     def on_pod_delete(self, pod: Pod) -> None:
@@ -233,6 +238,16 @@ class Scheduler:
     ) -> None:
         retries = 0
         try:
+            # Only resources this pod asks for: a node already over-committed on something else (by
+            # pods bound without a scheduler) must not block pods that need none of it.
+            over = [r for r in self.cache.overcommitted(node) if r == "pods" or pod.requests.get(r) > 0]
+            if over:
+                # Another scheduler bound pods here after our decision (the watch told the cache):
+                # binding now would over-commit the node. Give the room back and retry later.
+                log.info("bind_aborted_overcommit", pod=pod.key, node=node, resources=over)
+                self.cache.forget(pod.uid)
+                self._fail(fwk, qpi, cycle, "SchedulerError", f"node {node} is over-committed on {', '.join(over)}")
+                return
             st = fwk.run_pre_bind(state, pod, node)
             if st.is_success:
                 binder = fwk.plugin(default_binder.NAME)

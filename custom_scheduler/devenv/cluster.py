@@ -108,3 +108,42 @@ def finish_terminating_pods(kube: KubeClient, namespace: str) -> int:
             except errors.NotFound:
                 pass
     return n
+
+
+def overcommitted_nodes(kube: KubeClient) -> list[str]:
+    """The invariant checker of the fault tests: nodes whose bound, non-terminal pods request more
+    than the node's allocatable (pods, cpu, memory, extended resources). Empty means healthy."""
+    from custom_scheduler.model import Resources, node_from_json, pod_from_json
+
+    nodes = {n.name: n for n in (node_from_json(d) for d in kube.get(node_path()).get("items") or [])}
+    used: dict[str, Resources] = {}
+    counts: dict[str, int] = {}
+    cont = ""
+    while True:
+        doc = kube.get("/api/v1/pods", {"limit": 500, "continue": cont})
+        for d in doc.get("items") or []:
+            p = pod_from_json(d)
+            if not p.node_name or p.terminal:
+                continue
+            used.setdefault(p.node_name, Resources()).add(p.requests)
+            counts[p.node_name] = counts.get(p.node_name, 0) + 1
+        cont = (doc.get("metadata") or {}).get("continue") or ""
+        if not cont:
+            break
+    problems = []
+    for name, req in used.items():
+        node = nodes.get(name)
+        if node is None:
+            continue
+        alloc = node.allocatable
+        bad = [
+            r
+            for r, have, cap in (("cpu", req.milli_cpu, alloc.milli_cpu), ("memory", req.memory, alloc.memory))
+            if have > cap
+        ]
+        bad += [r for r, v in req.scalar.items() if v > alloc.scalar.get(r, 0)]
+        if alloc.allowed_pods and counts[name] > alloc.allowed_pods:
+            bad.append("pods")
+        if bad:
+            problems.append(f"{name}: {', '.join(bad)}")
+    return problems

@@ -203,7 +203,11 @@ class ControlPlane:
         """Stop and start kube-apiserver on the same port, keeping etcd (for fault tests)."""
         proc = self._procs.pop("kube-apiserver")
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:  # open watches keep it draining; crash it instead
+            proc.kill()
+            proc.wait(timeout=10)
         self._spawn("kube-apiserver", self._apiserver_args(f"http://127.0.0.1:{self.etcd_port}"))
         self._wait_for(lambda: self._http_ok(f"{self.host}/readyz"), timeout, "kube-apiserver /readyz")
 
