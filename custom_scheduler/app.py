@@ -121,7 +121,8 @@ class App:
         self.watch_client = client.clone(qps=0, pool_maxsize=8)
         self.stop_event = threading.Event()
         self.cache = Cache()
-        fwks_snapshot = Snapshot()
+        self.registry = registry
+        self.dry_run = dry_run
         self.namespaces: Informer[Any] = Informer(
             self.watch_client,
             "/api/v1/namespaces",
@@ -130,32 +131,6 @@ class App:
             _NullSink(),
             name="namespaces",
             read_timeout=watch_read_timeout,
-        )
-        # Shadow mode (dry_run) gives plugins no client: preemption then only reports its victims.
-        self.profiles = build_frameworks(
-            config.profiles,
-            registry,
-            fwks_snapshot,
-            client=None if dry_run else client,
-            namespace_labels=self._namespace_labels,
-        )
-        first = next(iter(self.profiles.values()))
-        sort = first.queue_sort
-        self.queue = q.SchedulingQueue(
-            lambda a, b: sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
-            initial_backoff=float(config.pod_initial_backoff_seconds),
-            max_backoff=float(config.pod_max_backoff_seconds),
-        )
-        self.writer = Writer(client, reporting_controller=first.profile_name, dry_run=dry_run)
-        self.scheduler = Scheduler(
-            profiles=self.profiles,
-            cache=self.cache,
-            queue=self.queue,
-            writer=self.writer,
-            algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
-            dry_run=dry_run,
-            observer=observer,
-            on_decision=on_decision,
         )
         self.pdbs: Informer[PodDisruptionBudget] = Informer(
             self.watch_client,
@@ -166,17 +141,74 @@ class App:
             name="pdbs",
             read_timeout=watch_read_timeout,
         )
-        # The frameworks' handles read the scheduler's snapshot (the one each cycle refreshes).
-        for fwk in self.profiles.values():
-            handle = fwk.handle
-            if isinstance(handle, SnapshotHandle):
-                handle.snapshot = self.scheduler.snapshot
-                handle.pdb_lister = self.pdbs.list
-                handle.nominated_lister = self.scheduler.nominator.pods_on
-                handle.event_sink = None if dry_run else self.writer.event
+        self.queue = q.SchedulingQueue(
+            # Indirect, so a config reload that swaps profiles also swaps the QueueSort plugin.
+            lambda a, b: self._queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
+            initial_backoff=float(config.pod_initial_backoff_seconds),
+            max_backoff=float(config.pod_max_backoff_seconds),
+        )
+        self.writer = Writer(client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run)
+        self.scheduler = Scheduler(
+            profiles={},
+            cache=self.cache,
+            queue=self.queue,
+            writer=self.writer,
+            algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
+            dry_run=dry_run,
+            observer=observer,
+            on_decision=on_decision,
+        )
+        self.profiles = self._frameworks(config)
+        self._queue_sort = next(iter(self.profiles.values())).queue_sort
+        self.scheduler.profiles = self.profiles
         self.pods = pod_informer(self.watch_client, _PodSink(self.scheduler), read_timeout=watch_read_timeout)
         self.nodes = node_informer(self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout)
         self._threads: list[threading.Thread] = []
+
+    def _frameworks(self, config: SchedulerConfig) -> dict[str, Framework]:
+        """Frameworks for every profile, wired to this daemon's snapshot, listers and writer."""
+        # Shadow mode (dry_run) gives plugins no client: preemption then only reports its victims.
+        fwks = build_frameworks(
+            config.profiles,
+            self.registry,
+            self.scheduler.snapshot,
+            client=None if self.dry_run else self.client,
+            namespace_labels=self._namespace_labels,
+        )
+        for fwk in fwks.values():
+            handle = fwk.handle
+            if isinstance(handle, SnapshotHandle):
+                handle.pdb_lister = self.pdbs.list
+                handle.nominated_lister = self.scheduler.nominator.pods_on
+                handle.event_sink = None if self.dry_run else self.writer.event
+        return fwks
+
+    def apply_config(self, config: SchedulerConfig) -> None:
+        """Swap in a new (already validated) config between scheduling cycles.
+
+        Queued pods stay queued. Pods that already exist and belong to a profile that is new
+        in ``config`` are queued now (the informer ignored them when they arrived). Changes to
+        ``clientConnection``, ``leaderElection`` or the health address need a restart.
+        """
+        fwks = self._frameworks(config)
+        old = self.config
+        if (old.client_connection, old.leader_election, old.healthz_bind_address) != (
+            config.client_connection,
+            config.leader_election,
+            config.healthz_bind_address,
+        ):
+            log.warning("config_change_needs_restart", fields="clientConnection/leaderElection/healthzBindAddress")
+        new_names = set(fwks) - set(self.profiles)
+        self._queue_sort = next(iter(fwks.values())).queue_sort
+        self.profiles = fwks
+        self.scheduler.profiles = fwks  # one reference swap: a cycle sees the old or the new set
+        self.scheduler.algorithm.percentage = config.percentage_of_nodes_to_score
+        self.queue.set_backoff(float(config.pod_initial_backoff_seconds), float(config.pod_max_backoff_seconds))
+        self.config = config
+        for pod in self.pods.list():
+            if not pod.node_name and pod.scheduler_name in new_names:
+                self.queue.add(pod)
+        log.info("config_applied", profiles=sorted(fwks))
 
     def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
         ns = self.namespaces.get(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Sequence
 
 EXIT_CONFIG = 2
@@ -67,6 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from custom_scheduler.builtin import full_registry
     from custom_scheduler.kube import errors as kerrors
     from custom_scheduler.kube.client import KubeClient
+    from custom_scheduler.reload import ConfigWatcher
 
     logs.setup(args.log_level)
     import structlog
@@ -84,7 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"custom-scheduler: cannot load cluster credentials: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    app = App(cfg, full_registry(), client, dry_run=args.dry_run)
+    registry = full_registry()
+    app = App(cfg, registry, client, dry_run=args.dry_run)
     app.install_signal_handlers()
     try:
         app.start()
@@ -92,6 +95,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.error("startup_failed", error=str(e))
         app.stop()
         return 1
+    # A ConfigMap edit reaches the mounted file within a minute; apply it if valid.
+    watcher = ConfigWatcher(args.config, registry, app.apply_config)
+    threading.Thread(target=watcher.run, args=(app.stop_event,), name="config-reload", daemon=True).start()
     app.wait()
     app.stop()
     return 0

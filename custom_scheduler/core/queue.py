@@ -262,6 +262,12 @@ class SchedulingQueue:
     def _backoff_before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return (self.backoff_expiry(a), a.seq) < (self.backoff_expiry(b), b.seq)
 
+    def set_backoff(self, initial: float, maximum: float) -> None:
+        """Change podInitialBackoffSeconds / podMaxBackoffSeconds (config reload)."""
+        with self._lock:
+            self._initial_backoff = initial
+            self._max_backoff = maximum
+
     def backoff_duration(self, attempts: int) -> float:
         """``initial * 2**(attempts-1)`` capped at ``max`` (the initial backoff for attempts <= 1)."""
         exponent = min(max(attempts - 1, 0), 64)

@@ -99,7 +99,9 @@ def test_unschedulable_pod_reports_reasons_then_binds_when_a_node_fits(
     assert ev["type"] == "Warning"
     assert ev["reportingController"] == "custom-scheduler"
     assert ev["note"] == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod.."
     )
     pod = cluster.wait_for(
         lambda: next(

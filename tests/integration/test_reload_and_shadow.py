@@ -1,0 +1,88 @@
+"""Shadow mode writes nothing; a bad config edit is refused while scheduling goes on; a good one
+takes effect without dropping queued pods."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from custom_scheduler.app import App
+from custom_scheduler.builtin import full_registry
+from custom_scheduler.core.scheduler import Decision
+from custom_scheduler.devenv import cluster
+from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.reload import ConfigWatcher
+from tests.builders import NodeBuilder, make_node, make_pod
+from tests.integration.conftest import MINIMAL_CONFIG
+
+
+def test_shadow_mode_decides_but_never_writes(
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+) -> None:
+    nodes(make_node("shadow").capacity(cpu="2", memory="4Gi", pods="10"))
+    decisions: list[Decision] = []
+    app = start_scheduler(dry_run=True, on_decision=decisions.append)
+    for i in range(3):
+        create_pod(make_pod(f"fits-{i}").req(cpu="500m").obj())
+    create_pod(make_pod("too-big").req(cpu="8").obj())
+    cluster.wait_for(lambda: len({d.pod for d in decisions}) >= 4, timeout=20, what="four decisions")
+    by_pod = {d.pod.split("/")[1]: d for d in decisions}
+    assert all(by_pod[f"fits-{i}"].result == "scheduled" for i in range(3))
+    assert by_pod["too-big"].result == "unschedulable"
+    # The decisions were assumed in memory (later decisions see them) ...
+    assert app.cache.counts()["assumed_pods"] == 3
+    # ... but the server saw no binding, no event, no status write.
+    app.writer.flush()
+    for p in cluster.list_pods(kube, namespace):
+        assert not p["spec"].get("nodeName")
+        assert not [c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"]
+    assert kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"] == []
+
+
+def test_bad_config_edit_is_refused_and_good_one_applies(
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    tmp_path: Path,
+) -> None:
+    nodes(make_node("reload").capacity(cpu="4", memory="8Gi", pods="20"))
+    path = tmp_path / "scheduler-config.yaml"
+    path.write_text(MINIMAL_CONFIG)
+    app = start_scheduler(MINIMAL_CONFIG)
+    failures: list[Any] = []
+    watcher = ConfigWatcher(path, full_registry(), app.apply_config, interval=0.2, on_failure=failures.append)
+    stop = threading.Event()
+    threading.Thread(target=watcher.run, args=(stop,), daemon=True).start()
+    try:
+        # A pod for a profile that does not exist yet waits, untouched.
+        create_pod(make_pod("for-b").scheduler("custom-scheduler-b").obj())
+
+        path.write_text(MINIMAL_CONFIG + "  plugins:\n    score:\n      enabled: [{name: NoSuchPlugin}]\n")
+        cluster.wait_for(lambda: failures, timeout=10, what="reload refused")
+        assert "profiles[0].plugins.score.enabled[0].name" in str(failures[0])
+        create_pod(make_pod("still-works").obj())
+        cluster.wait_for(
+            lambda: kube.get(pod_path(namespace, "still-works"))["spec"].get("nodeName"),
+            timeout=15,
+            what="scheduling continues on the old config",
+        )
+
+        path.write_text(MINIMAL_CONFIG + "- schedulerName: custom-scheduler-b\n")
+        cluster.wait_for(lambda: watcher.applied == 1, timeout=10, what="reload applied")
+        assert set(app.profiles) == {"custom-scheduler", "custom-scheduler-b"}
+        cluster.wait_for(
+            lambda: kube.get(pod_path(namespace, "for-b"))["spec"].get("nodeName"),
+            timeout=15,
+            what="the new profile's waiting pod bound",
+        )
+    finally:
+        stop.set()
+    assert watcher.failed == 1
