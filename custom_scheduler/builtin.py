@@ -12,14 +12,21 @@ def full_registry(*, out_of_tree: bool = True) -> Registry:
     if default_binder.NAME not in reg:
         reg.register(default_binder.SPEC)
     try:
-        from custom_scheduler.plugins import inter_pod_affinity, pod_topology_spread
+        from custom_scheduler.plugins import default_preemption, inter_pod_affinity, pod_topology_spread
 
-        for mod in (pod_topology_spread, inter_pod_affinity):
+        for mod in (pod_topology_spread, inter_pod_affinity, default_preemption):
             spec = getattr(mod, "SPEC", None)
             if spec is not None and spec.name not in reg:
                 reg.register(spec)
-    except ImportError:  # pragma: no cover - both ship with the package
+    except ImportError:  # pragma: no cover - all ship with the package
         pass
+    # The scenario plugins (GPU isolation, dedicated pools, load-aware): not kube-scheduler defaults,
+    # registered so configs can enable them (docs/scenarios.md).
+    from custom_scheduler.plugins import accelerators, load_aware, node_pools
+
+    for spec in (accelerators.SPEC, node_pools.SPEC, load_aware.SPEC):
+        if spec.name not in reg:
+            reg.register(spec)
     if out_of_tree:
         reg = reg.merged(load_entry_points())
     return reg

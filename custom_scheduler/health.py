@@ -99,7 +99,10 @@ class HealthServer:
             return self
         klass = _Server6 if ":" in self.host else _Server
         self._server = klass((self.host, self._port), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, name="health-server", daemon=True)
+        # A short poll interval only makes stop() prompt; the selector wakes on requests anyway.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="health-server", daemon=True
+        )
         self._thread.start()
         log.info("health_server_started", address=f"{self.host}:{self.port}")
         return self

@@ -21,7 +21,7 @@ the event writer, the leader elector) gets a bound method such as :meth:`Metrics
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import prometheus_client as prom
 from prometheus_client import exposition
@@ -155,11 +155,25 @@ class Metrics:
             "Configuration reloads rejected (invalid file); the previous configuration stays in force.",
             registry=r,
         )
+        self._pending_source: Callable[[], Mapping[str, int]] | None = None
 
     # -- hooks for the rest of the daemon -------------------------------------------------------
     def observer(self) -> MetricsObserver:
         """An :class:`~custom_scheduler.core.scheduler.Observer` that records into this registry."""
         return MetricsObserver(self)
+
+    def track_pending(self, source: Callable[[], Mapping[str, int]]) -> None:
+        """Refresh ``scheduler_pending_pods`` from ``source`` (e.g. ``queue.pending_counts``) at every scrape.
+
+        Reading the queue sizes when Prometheus asks keeps the gauge exact without a timer thread
+        or a hook on every queue operation.
+        """
+        self._pending_source = source
+
+    def _refresh(self) -> None:
+        source = self._pending_source
+        if source is not None:
+            MetricsObserver(self).pending(source())
 
     def set_leader(self, leading: bool) -> None:
         """Hook for :class:`~custom_scheduler.leader.LeaderElector`'s ``on_leader_change``."""
@@ -196,11 +210,13 @@ class Metrics:
 
         Returns the body and its ``Content-Type``.
         """
+        self._refresh()
         encoder, content_type = exposition.choose_encoder(accept)
         return encoder(self.registry), content_type
 
     def sample(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """The current value of one sample (for tests and the demo's summary)."""
+        self._refresh()
         return self.registry.get_sample_value(name, dict(labels or {}))
 
 

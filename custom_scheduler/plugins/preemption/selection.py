@@ -81,9 +81,7 @@ def importance_key(now: float) -> Callable[[Pod], tuple[int, float]]:
     return lambda p: (-p.priority, start_time(p, now))
 
 
-def split_by_pdb_violation(
-    pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]
-) -> tuple[list[Pod], list[Pod]]:
+def split_by_pdb_violation(pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
     """Split ``pods`` (order kept) into those whose eviction would violate a PDB and the others.
 
     Evictions are counted cumulatively in the given order: each matching PDB (same namespace,

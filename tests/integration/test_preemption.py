@@ -1,0 +1,259 @@
+"""Preemption end to end on the real API server: victims marked and deleted, the preemptor
+nominated and then bound; PodDisruptionBudgets steer the choice; ``preemptionPolicy: Never`` waits.
+
+The API server's Priority admission plugin fills ``spec.priority`` from ``priorityClassName`` (and
+rejects pods that set a priority without a class), so every test creates its own PriorityClasses.
+There is no kubelet: gracefully deleted victims stay Terminating until the test finishes them with
+:func:`cluster.finish_terminating_pods`, as a kubelet would once the containers stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from custom_scheduler.app import App
+from custom_scheduler.devenv import cluster
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, pod_path
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
+
+PriorityClasses = Callable[..., str]
+
+
+@pytest.fixture
+def priority_class(kube: KubeClient) -> Iterator[PriorityClasses]:
+    """Create PriorityClasses with unique names; delete them afterwards."""
+    created: list[str] = []
+    suffix = uuid.uuid4().hex[:6]
+
+    def make(value: int, *, never: bool = False) -> str:
+        name = f"pc-{suffix}-{value}{'-never' if never else ''}"
+        body: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        if never:
+            body["preemptionPolicy"] = "Never"
+        kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        with contextlib.suppress(errors.KubeError):
+            kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+
+
+def with_class(b: PodBuilder, priority_class: str) -> dict[str, Any]:
+    obj = b.obj()
+    obj["spec"]["priorityClassName"] = priority_class
+    return obj
+
+
+def pods_by_name(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in cluster.list_pods(kube, namespace)}
+
+
+def condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in pod.get("status", {}).get("conditions") or () if c["type"] == type_), None)
+
+
+def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
+    doc = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    return [e for e in doc.get("items", []) if e.get("reason") == reason]
+
+
+def wait_bound(kube: KubeClient, namespace: str, names: list[str]) -> dict[str, str]:
+    def check() -> dict[str, str] | None:
+        pods = pods_by_name(kube, namespace)
+        bound = {n: pods[n]["spec"].get("nodeName", "") for n in names if n in pods}
+        return bound if len(bound) == len(names) and all(bound.values()) else None
+
+    result: dict[str, str] = cluster.wait_for(check, timeout=30, what=f"{names} bound")
+    return result
+
+
+def finish_victims_until_bound(kube: KubeClient, namespace: str, name: str, node: str) -> None:
+    """Emulate kubelet (finish Terminating pods) until ``name`` is bound to ``node``."""
+
+    def check() -> bool:
+        cluster.finish_terminating_pods(kube, namespace)
+        return bool(kube.get(pod_path(namespace, name))["spec"].get("nodeName") == node)
+
+    cluster.wait_for(check, timeout=45, interval=0.3, what=f"{name} bound to {node} after preemption")
+
+
+def test_high_priority_pod_preempts_the_least_important_pods(
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    priority_class: PriorityClasses,
+) -> None:
+    """A 3-cpu node full of priority 1, 2 and 3 pods; a priority-100 pod needing 2 cpus evicts the
+    priority 1 and 2 pods (DisruptionTarget, graceful delete, Preempted events), is nominated, and
+    binds there once the victims are gone. The priority-3 pod is reprieved."""
+    node = nodes(make_node("full").capacity(cpu="3", memory="8Gi", pods="110"))["metadata"]["name"]
+    app = start_scheduler()
+    on_node = {"kubernetes.io/hostname": node}
+    for prio in (1, 2, 3):
+        create_pod(with_class(make_pod(f"low-{prio}").req(cpu="1").node_selector(**on_node), priority_class(prio)))
+    wait_bound(kube, namespace, ["low-1", "low-2", "low-3"])
+
+    vip = create_pod(with_class(make_pod("vip").req(cpu="2").node_selector(**on_node), priority_class(100)))
+    assert vip["spec"]["priority"] == 100
+
+    def victims_marked() -> dict[str, dict[str, Any]] | None:
+        pods = pods_by_name(kube, namespace)
+        ok = all(
+            pods[v]["metadata"].get("deletionTimestamp") and condition(pods[v], "DisruptionTarget")
+            for v in ("low-1", "low-2")
+        )
+        return pods if ok and pods["vip"]["status"].get("nominatedNodeName") == node else None
+
+    pods = cluster.wait_for(victims_marked, timeout=30, what="victims terminating and vip nominated")
+    for v in ("low-1", "low-2"):
+        cond = condition(pods[v], "DisruptionTarget")
+        assert cond is not None
+        assert (cond["status"], cond["reason"], cond["message"]) == (
+            "True",
+            "PreemptionByScheduler",
+            "custom-scheduler: preempting to accommodate a higher priority pod",
+        )
+    assert not pods["low-3"]["metadata"].get("deletionTimestamp")
+    assert condition(pods["low-3"], "DisruptionTarget") is None
+    assert not pods["vip"]["spec"].get("nodeName")  # still waiting for its victims
+
+    preempted = cluster.wait_for(
+        lambda: (evs := events(kube, namespace, "Preempted")) and len(evs) >= 2 and evs,
+        timeout=15,
+        what="Preempted events",
+    )
+    assert sorted(e["regarding"]["name"] for e in preempted) == ["low-1", "low-2"]
+    for e in preempted:
+        assert e["type"] == "Normal"
+        assert e["action"] == "Preempting"
+        assert e["note"] == f"Preempted by pod {vip['metadata']['uid']} on node {node}"
+
+    failed = cluster.wait_for(
+        lambda: [e for e in events(kube, namespace, "FailedScheduling") if e["regarding"]["name"] == "vip"],
+        timeout=15,
+        what="FailedScheduling for vip",
+    )
+    assert "Insufficient cpu" in failed[0]["note"]
+
+    finish_victims_until_bound(kube, namespace, "vip", node)
+    remaining = pods_by_name(kube, namespace)
+    assert sorted(remaining) == ["low-3", "vip"]
+    assert remaining["low-3"]["spec"]["nodeName"] == node
+    assert app.cache.check_invariants() == []
+
+
+def test_pdb_protected_node_is_avoided(
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    priority_class: PriorityClasses,
+) -> None:
+    """Two full nodes: evicting the priority-1 pod would break a PDB with disruptionsAllowed 0, so
+    the priority-5 pod on the other node is preempted instead, although its priority is higher."""
+    group = uuid.uuid4().hex[:8]
+    guarded = nodes(make_node("guarded").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
+    free = nodes(make_node("free").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
+    guarded_name, free_name = guarded["metadata"]["name"], free["metadata"]["name"]
+
+    pdb_path = f"/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets"
+    kube.post(
+        pdb_path,
+        {
+            "apiVersion": "policy/v1beta1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": f"db-{group}"}}},
+        },
+    )
+    # No disruption controller runs: publish the budget's status ourselves.
+    kube.patch(
+        f"{pdb_path}/db/status",
+        {"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}},
+        MERGE_PATCH_CT,
+    )
+    app = start_scheduler()
+    cluster.wait_for(
+        lambda: any(b.name == "db" and b.namespace == namespace for b in app.pdbs.list()),
+        timeout=15,
+        what="PDB in the scheduler's informer",
+    )
+
+    create_pod(
+        with_class(
+            make_pod("db")
+            .req(cpu="1")
+            .label("app", f"db-{group}")
+            .node_selector(**{"kubernetes.io/hostname": guarded_name}),
+            priority_class(1),
+        )
+    )
+    create_pod(
+        with_class(
+            make_pod("batch").req(cpu="1").node_selector(**{"kubernetes.io/hostname": free_name}), priority_class(5)
+        )
+    )
+    wait_bound(kube, namespace, ["db", "batch"])
+
+    create_pod(with_class(make_pod("vip").req(cpu="1").node_selector(pool=group), priority_class(100)))
+    nominated = cluster.wait_for(
+        lambda: kube.get(pod_path(namespace, "vip"))["status"].get("nominatedNodeName"),
+        timeout=30,
+        what="vip nominated",
+    )
+    assert nominated == free_name
+    pods = pods_by_name(kube, namespace)
+    assert pods["batch"]["metadata"].get("deletionTimestamp")
+    assert condition(pods["batch"], "DisruptionTarget") is not None
+    assert not pods["db"]["metadata"].get("deletionTimestamp")
+
+    finish_victims_until_bound(kube, namespace, "vip", free_name)
+    assert sorted(pods_by_name(kube, namespace)) == ["db", "vip"]
+
+
+def test_preemption_policy_never_evicts_nothing(
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    priority_class: PriorityClasses,
+) -> None:
+    """A high-priority pod whose class says ``preemptionPolicy: Never`` waits; nobody is evicted."""
+    node = nodes(make_node("full").capacity(cpu="1", memory="8Gi", pods="110"))["metadata"]["name"]
+    start_scheduler()
+    on_node = {"kubernetes.io/hostname": node}
+    create_pod(with_class(make_pod("low").req(cpu="1").node_selector(**on_node), priority_class(1)))
+    wait_bound(kube, namespace, ["low"])
+
+    polite = create_pod(
+        with_class(make_pod("polite").req(cpu="1").node_selector(**on_node), priority_class(100, never=True))
+    )
+    assert polite["spec"]["preemptionPolicy"] == "Never"
+    failed = cluster.wait_for(
+        lambda: [e for e in events(kube, namespace, "FailedScheduling") if e["regarding"]["name"] == "polite"],
+        timeout=30,
+        what="FailedScheduling for polite",
+    )
+    assert "preemption: not eligible due to preemptionPolicy=Never.." in failed[0]["note"]
+    pods = pods_by_name(kube, namespace)
+    assert not pods["low"]["metadata"].get("deletionTimestamp")
+    assert condition(pods["low"], "DisruptionTarget") is None
+    assert not pods["polite"]["status"].get("nominatedNodeName")
+    assert events(kube, namespace, "Preempted") == []
