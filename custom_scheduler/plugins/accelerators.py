@@ -140,6 +140,17 @@ class AcceleratorIsolationArgs:
     memory_label: str = DEFAULT_MEMORY_LABEL
     """Node label holding the GPU memory in MiB (``memoryLabel``)."""
 
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "resources": list(self.resources),
+            "nodeLabels": [str(m) for m in self.node_labels],
+            "mode": self.mode,
+            "packingWeight": self.packing_weight,
+            "balanceWeight": self.balance_weight,
+            "productLabel": self.product_label,
+            "memoryLabel": self.memory_label,
+        }
+
 
 _FIELDS = ("resources", "nodeLabels", "mode", "packingWeight", "balanceWeight", "productLabel", "memoryLabel")
 
@@ -178,15 +189,15 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> AcceleratorIsolation
         r.error(f"{path}.mode", f'Unsupported value: "{mode}": supported values: "Filter", "Score"')
     packing = r.integer(doc, "packingWeight", path, DEFAULT_PACKING_WEIGHT)
     balance = r.integer(doc, "balanceWeight", path, DEFAULT_BALANCE_WEIGHT)
-    for key, value in (("packingWeight", packing), ("balanceWeight", balance)):
-        if not 0 <= value <= MAX_WEIGHT:
+    for key, weight in (("packingWeight", packing), ("balanceWeight", balance)):
+        if not 0 <= weight <= MAX_WEIGHT:
             r.error(f"{path}.{key}", f"must be in the range 0-{MAX_WEIGHT}")
     if packing == 0 and balance == 0:
         r.error(f"{path}.packingWeight", "packingWeight and balanceWeight must not both be 0")
     product_label = r.string(doc, "productLabel", path, DEFAULT_PRODUCT_LABEL)
     memory_label = r.string(doc, "memoryLabel", path, DEFAULT_MEMORY_LABEL)
-    for key, value in (("productLabel", product_label), ("memoryLabel", memory_label)):
-        for msg in args_reader.qualified_name_errors(value):
+    for key, label in (("productLabel", product_label), ("memoryLabel", memory_label)):
+        for msg in args_reader.qualified_name_errors(label):
             r.error(f"{path}.{key}", msg)
     r.raise_errors()
     return AcceleratorIsolationArgs(
