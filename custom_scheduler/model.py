@@ -160,6 +160,7 @@ class Pod:
     node_name: str = ""
     phase: str = "Pending"
     priority: int = 0
+    priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
     creation_time: float = 0.0
     start_time: float | None = None
@@ -327,6 +328,7 @@ def pod_from_json(doc: JSON) -> Pod:
         node_name=spec.get("nodeName") or "",
         phase=status.get("phase") or "Pending",
         priority=int(spec.get("priority") or 0),
+        priority_class_name=spec.get("priorityClassName") or "",
         preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
         creation_time=parse_time(meta.get("creationTimestamp")) or 0.0,
         start_time=parse_time(status.get("startTime")),

@@ -17,8 +17,7 @@ alternatives, so "requests at least 8 CPUs or 32Gi, or runs in namespace analyti
 - ``labelSelector``: the pod's labels match;
 - ``namespaces``: the pod's namespace is listed;
 - ``namespaceSelector``: the labels of the pod's namespace match;
-- ``priorityClassNames``: the pod's ``spec.priorityClassName`` is listed (needs a pod model that
-  carries it; otherwise the config is refused with a hint to use ``minPriority``);
+- ``priorityClassNames``: the pod's ``spec.priorityClassName`` is listed;
 - ``minPriority``: the pod's resolved ``spec.priority`` is at least this;
 - ``minRequests``: the pod requests at least the given amount of *any* listed resource
   (``{cpu: "8", memory: "32Gi"}`` means 8 CPUs **or** 32Gi; the effective request, with init
@@ -39,7 +38,6 @@ is matching the node's labels against the few pool selectors.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -57,9 +55,6 @@ NAME = "NodePools"
 ERR_REASON_NOT_MEMBER_FORMAT = 'node(s) belong to pool "{pool}" and the pod is not a member'
 ERR_REASON_OUTSIDE_FORMAT = "node(s) are outside {pools} required by the pod"
 ERR_REASON_INVALID_NODE_INFO = "invalid nodeInfo: node not found"
-
-#: Whether :class:`~custom_scheduler.model.Pod` carries ``spec.priorityClassName``.
-POD_HAS_PRIORITY_CLASS_NAME = "priority_class_name" in {f.name for f in dataclasses.fields(Pod)}
 
 
 def not_member_reason(pool: str) -> str:
@@ -196,12 +191,6 @@ def _members(r: args_reader.ArgsReader, raw: object, path: str) -> Members:
     label_sel, ns_sel = selectors["labelSelector"], selectors["namespaceSelector"]
     namespaces = r.strings(doc, "namespaces", path)
     pcs = r.strings(doc, "priorityClassNames", path)
-    if pcs and not POD_HAS_PRIORITY_CLASS_NAME:
-        r.error(
-            f"{path}.priorityClassNames",
-            "not supported by this build (the pod model does not carry spec.priorityClassName); "
-            "use minPriority with the PriorityClass's value",
-        )
     min_priority: int | None = None
     if doc.get("minPriority") is not None:
         min_priority = r.integer(doc, "minPriority", path, 0)
@@ -295,7 +284,7 @@ def is_member(pod: Pod, members: Members, namespace_labels: Mapping[str, str] | 
         and members.namespace_selector.matches(namespace_labels)
     ):
         return True
-    if members.priority_class_names and getattr(pod, "priority_class_name", "") in members.priority_class_names:
+    if members.priority_class_names and pod.priority_class_name in members.priority_class_names:
         return True
     if members.min_priority is not None and pod.priority >= members.min_priority:
         return True

@@ -223,16 +223,17 @@ def test_args_errors_all_reported_with_paths() -> None:
     assert f"{p}[3].name" in paths
 
 
-def test_priority_class_names_need_the_pod_field() -> None:
+def test_priority_class_names_select_members() -> None:
     raw = {
         "pools": [{"name": "p", "nodeSelector": {"matchLabels": {"k": "v"}}, "members": {"priorityClassNames": ["x"]}}]
     }
-    if np.POD_HAS_PRIORITY_CLASS_NAME:
-        args = np.parse_args(raw, "a")
-        assert args.pools[0].members.priority_class_names == frozenset({"x"})
-    else:
-        with pytest.raises(ConfigError, match="use minPriority"):
-            np.parse_args(raw, "a")
+    args = np.parse_args(raw, "a")
+    members = args.pools[0].members
+    assert members.priority_class_names == frozenset({"x"})
+    member = make_pod("m").build()
+    member.priority_class_name = "x"
+    assert np.is_member(member, members, None)
+    assert not np.is_member(make_pod("n").build(), members, None)
 
 
 def test_helpers() -> None:

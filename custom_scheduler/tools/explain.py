@@ -1,0 +1,474 @@
+"""``custom-scheduler explain POD``: why a pod goes (or would go) where it does, plugin by plugin.
+
+The decision is made by the daemon's own code: the profiles are built with
+:func:`custom_scheduler.app.build_frameworks`, the cluster is loaded into the daemon's
+:class:`~custom_scheduler.core.cache.Cache` (nodes, then assigned non-terminal pods, as the informers
+fill it), and :meth:`Algorithm.schedule <custom_scheduler.core.algorithm.Algorithm.schedule>` runs
+with ``find_all=True`` so that every node gets a verdict and every feasible node a score. On top of
+the framework's verdict (the first failing Filter plugin, which is what the daemon reports), each
+Filter plugin is also run on its own against every node, so the output shows *all* the reasons a
+node is unfit, not only the first.
+
+Semantics worth knowing:
+
+- **A bound pod is explained as if unbound**: it is removed from its node first (so its own
+  requests do not count against that node), and the answer is where the scheduler would place it
+  *now*. When nothing changed since the daemon bound it, the verdict names that node, or a tie set
+  containing it: the daemon breaks equal top scores uniformly at random.
+- Pods bound after it still count, so for an old pod the cluster may have moved on; the output says
+  when the verdict differs from the binding.
+- Every node is evaluated, as the daemon does on clusters under 100 nodes. On larger clusters the
+  daemon scores only a sample (``percentageOfNodesToScore``) and may pick a lower-ranked node.
+- For an unschedulable pod, PostFilter (DefaultPreemption) runs as in the daemon but offline: the
+  plugins get no API client, so preemption only *plans* (which node, which victims) and evicts
+  nothing. The message is the daemon's, including its ``preemption: ...`` sentence.
+- Pending pods with ``status.nominatedNodeName`` count on their nominated node, as the daemon's
+  nominator does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from custom_scheduler.app import build_frameworks
+from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
+from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
+from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
+from custom_scheduler.model import Pod, pod_from_json
+from custom_scheduler.tools import render
+from custom_scheduler.tools.snapshot import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    ClusterState,
+    ToolError,
+    build_cache,
+    connect,
+    dump_yaml,
+    fetch_live,
+    load_cluster,
+    load_objects,
+    load_scheduler_config,
+    quiet_logs,
+    resolve_priority,
+    to_pod,
+)
+
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def code_name(code: Code) -> str:
+    """kube's spelling of a status code (``UnschedulableAndUnresolvable``)."""
+    return "".join(w.capitalize() for w in code.name.split("_"))
+
+
+@dataclass(slots=True)
+class FilterCheck:
+    plugin: str
+    verdict: str  # pass | fail | skip | error
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class NodeVerdict:
+    name: str
+    feasible: bool
+    plugin: str = ""  # the failing plugin the scheduler reports ("" for PreFilter-excluded nodes)
+    code: str = ""
+    reasons: list[str] = field(default_factory=list)
+    checks: list[FilterCheck] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PreemptionPlan:
+    """What PostFilter decided offline: the node it would nominate and the pods it would evict."""
+
+    node: str
+    victims: list[Pod] = field(default_factory=list)
+    cleared_nominations: list[Pod] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "victims": [v.key for v in self.victims],
+            "clearedNominations": [p.key for p in self.cleared_nominations],
+        }
+
+
+@dataclass(slots=True)
+class Explanation:
+    pod: str
+    profile: str
+    cluster: str
+    nodes_total: int
+    filter_plugins: list[str]
+    score_plugins: list[tuple[str, int]]
+    bound_node: str | None = None
+    verdicts: list[NodeVerdict] = field(default_factory=list)
+    scores: list[ScoredNode] = field(default_factory=list)
+    node: str | None = None
+    ties: list[str] = field(default_factory=list)
+    message: str = ""
+    error: str = ""
+    skipped_filter: list[str] = field(default_factory=list)
+    skipped_score: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    preemption: PreemptionPlan | None = None
+
+    @property
+    def schedulable(self) -> bool:
+        return self.node is not None
+
+    @property
+    def feasible(self) -> int:
+        return sum(1 for v in self.verdicts if v.feasible)
+
+    @property
+    def agrees(self) -> bool | None:
+        """Whether the verdict matches the pod's binding (None for an unbound pod)."""
+        if self.bound_node is None:
+            return None
+        return self.bound_node == self.node or self.bound_node in self.ties
+
+    def to_dict(self) -> dict[str, Any]:
+        weights = dict(self.score_plugins)
+        top = self.scores[0].total if self.scores else None
+        return {
+            "pod": self.pod,
+            "profile": self.profile,
+            "cluster": self.cluster,
+            "boundNode": self.bound_node,
+            "nodesTotal": self.nodes_total,
+            "feasibleNodes": self.feasible,
+            "filterPlugins": list(self.filter_plugins),
+            "scorePlugins": [{"name": n, "weight": w} for n, w in self.score_plugins],
+            "skipped": {"filter": list(self.skipped_filter), "score": list(self.skipped_score)},
+            "nodes": [
+                {
+                    "name": v.name,
+                    "feasible": v.feasible,
+                    "plugin": v.plugin,
+                    "code": v.code,
+                    "reasons": list(v.reasons),
+                    "filters": [
+                        {"plugin": c.plugin, "verdict": c.verdict, **({"reason": c.reason} if c.reason else {})}
+                        for c in v.checks
+                    ],
+                }
+                for v in self.verdicts
+            ],
+            "scores": [
+                {
+                    "node": s.name,
+                    "total": s.total,
+                    "plugins": [
+                        {
+                            "plugin": p,
+                            "weight": weights.get(p, 1),
+                            "raw": s.raw[p],
+                            "normalized": s.normalized[p],
+                            "weighted": s.weighted[p],
+                        }
+                        for p, _ in self.score_plugins
+                        if p in s.raw
+                    ],
+                }
+                for s in self.scores
+            ],
+            "result": {
+                "schedulable": self.schedulable,
+                "node": self.node,
+                "score": top if self.schedulable else None,
+                "ties": list(self.ties),
+                "message": self.message,
+            },
+            "preemption": self.preemption.to_dict() if self.preemption else None,
+            "agreesWithBinding": self.agrees,
+            "notes": list(self.notes),
+            "error": self.error or None,
+        }
+
+
+# -- the explanation --------------------------------------------------------------------------------
+
+
+def choose_profile(fwks: Mapping[str, Framework], pod: Pod, requested: str | None) -> tuple[Framework, str]:
+    """The framework for ``pod``: ``requested``, else the pod's schedulerName, else the only/first
+    profile (with a note saying so)."""
+    if requested:
+        fwk = fwks.get(requested)
+        if fwk is None:
+            raise ToolError(f"profile {requested!r} is not in the configuration (profiles: {', '.join(fwks)})")
+        return fwk, ""
+    fwk = fwks.get(pod.scheduler_name)
+    if fwk is not None:
+        return fwk, ""
+    first = next(iter(fwks.values()))
+    return first, (
+        f"The pod's schedulerName {pod.scheduler_name!r} is not a profile of this configuration; "
+        f"explained with profile {first.profile_name!r} (the daemon would not schedule this pod)."
+    )
+
+
+def offline_frameworks(
+    cfg: Any,
+    registry: Any,
+    state: ClusterState,
+    snap: Snapshot,
+    nominated: Mapping[str, list[Pod]],
+    seed: int | None,
+) -> dict[str, Framework]:
+    """The daemon's frameworks (:func:`build_frameworks`) without an API client, reading ``snap``,
+    the state's namespaces and PDBs, and ``nominated`` (node -> pods, updated by the caller).
+
+    Without a client, plugins cannot write: DefaultPreemption only plans. Plugins that keep a
+    ``random.Random`` as ``rng`` (preemption's candidate offset) are seeded from ``seed``.
+    """
+    fwks = build_frameworks(cfg.profiles, registry, snap, client=None, namespace_labels=state.namespace_labels())
+    pdbs = state.pdb_lister()
+    for i, f in enumerate(fwks.values()):
+        if isinstance(f.handle, SnapshotHandle):
+            f.handle.nominated_lister = lambda node: list(nominated.get(node, ()))
+            f.handle.pdb_lister = pdbs
+        for p in f.post_filter:
+            if isinstance(getattr(p, "rng", None), random.Random):
+                setattr(p, "rng", random.Random(None if seed is None else seed + 7919 * (i + 1)))  # noqa: B010
+    return fwks
+
+
+def run_post_filter(fwk: Framework, state: CycleState, pod: Pod, fit: FitError) -> PreemptionPlan | None:
+    """PostFilter after a FitError, as the daemon runs it: its message is appended to ``fit``; a
+    nominated node comes back as a plan (victims read from the plugin's ``last_outcome``)."""
+    if not fwk.post_filter:
+        return None
+    for p in fwk.post_filter:
+        if hasattr(p, "last_outcome"):
+            setattr(p, "last_outcome", None)  # noqa: B010
+    post = fwk.run_post_filter(state, pod, fit.statuses)
+    if post.message:
+        fit.post_filter_msg = post.message
+    if not (post.status.is_success and post.nominated_node_name):
+        return None
+    plan = PreemptionPlan(post.nominated_node_name)
+    for p in fwk.post_filter:
+        outcome = getattr(p, "last_outcome", None)
+        if outcome is not None and getattr(outcome, "node", None) == plan.node:
+            plan.victims = list(getattr(getattr(outcome, "victims", None), "pods", ()) or ())
+            plan.cleared_nominations = list(getattr(outcome, "cleared_nominations", ()) or ())
+    return plan
+
+
+def explain_pod(
+    state: ClusterState,
+    pod_doc: Mapping[str, Any],
+    cfg: Any,
+    registry: Any,
+    *,
+    profile: str | None = None,
+    unbind: bool = True,
+    seed: int | None = None,
+) -> Explanation:
+    """Explain ``pod_doc`` (a Pod's JSON) against ``state`` with the profiles of ``cfg``.
+
+    ``unbind``: a pod with ``spec.nodeName`` is removed from its node and explained as pending
+    (set False for a pod file that pins ``nodeName`` on purpose, which NodeName then enforces).
+    """
+    doc = resolve_priority(dict(pod_doc), state.priority_classes)
+    pod = to_pod(
+        doc,
+        default_uid=f"explain:{doc.get('metadata', {}).get('namespace') or 'default'}/"
+        f"{doc.get('metadata', {}).get('name', '')}",
+    )
+    bound: str | None = None
+    if unbind and pod.node_name:
+        bound = pod.node_name
+        pod = dataclasses.replace(pod, node_name="")
+
+    cache = build_cache(state, exclude=(pod.uid, pod.key))
+    snap = Snapshot()
+    nominated: dict[str, list[Pod]] = {}
+    fwks = offline_frameworks(cfg, registry, state, snap, nominated, seed)
+    fwk, note = choose_profile(fwks, pod, profile)
+    nominated.update(nominated_pods(state, fwks, exclude=pod.uid))
+    cache.update_snapshot(snap)
+
+    ex = Explanation(
+        pod=pod.key,
+        profile=fwk.profile_name,
+        cluster=state.source,
+        nodes_total=len(snap.node_list),
+        filter_plugins=[p.name for p in fwk.filter],
+        score_plugins=[(p.name, w) for p, w in fwk.score],
+        bound_node=bound,
+    )
+    if note:
+        ex.notes.append(note)
+    algo = Algorithm(
+        rng=random.Random(seed),
+        percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
+    )
+    cs = CycleState()
+    result: ScheduleResult | None = None
+    statuses: dict[str, Status] = {}
+    prefilter_rejected = False
+    try:
+        result = algo.schedule(fwk, cs, pod, snap, nominated, find_all=True)
+        statuses = result.statuses
+    except FitError as fe:
+        statuses = fe.statuses
+        prefilter_rejected = bool(fe.pre_filter_msg)
+        ex.preemption = run_post_filter(fwk, cs, pod, fe)
+        ex.message = str(fe)
+    except (FrameworkError, RuntimeError) as e:
+        ex.error = str(e)
+        return ex
+
+    ex.skipped_filter = sorted(cs.skip_filter)
+    ex.skipped_score = sorted(cs.skip_score)
+    for ni in sorted(snap.node_list, key=lambda n: n.name):
+        st = statuses.get(ni.name)
+        v = NodeVerdict(ni.name, st is None)
+        if st is not None:
+            v.plugin, v.code, v.reasons = st.plugin, code_name(st.code), list(st.reasons)
+        if not prefilter_rejected and (st is None or st.plugin):
+            for p in fwk.filter:
+                if p.name in cs.skip_filter:
+                    v.checks.append(FilterCheck(p.name, "skip"))
+                    continue
+                try:
+                    s = p.filter(cs, pod, ni)
+                except Exception as e:  # a plugin bug: shown, not raised
+                    v.checks.append(FilterCheck(p.name, "error", f"{type(e).__name__}: {e}"))
+                    continue
+                if s.is_success:
+                    v.checks.append(FilterCheck(p.name, "pass"))
+                else:
+                    v.checks.append(FilterCheck(p.name, "error" if s.code is Code.ERROR else "fail", s.message))
+        ex.verdicts.append(v)
+
+    if result is not None:
+        ex.scores = sorted(result.scores, key=lambda s: (-s.total, s.name))
+        top = ex.scores[0].total if ex.scores else None
+        ex.ties = [s.name for s in ex.scores if s.total == top]
+        ex.node = result.node
+    if len(snap.node_list) >= 100:
+        ex.notes.append(
+            "Every node was evaluated; on clusters of 100+ nodes the daemon scores only a sample of the "
+            "feasible nodes (percentageOfNodesToScore) and may pick a lower-ranked one."
+        )
+    return ex
+
+
+def nominated_pods(state: ClusterState, fwks: Mapping[str, Framework], exclude: str = "") -> dict[str, list[Pod]]:
+    """Pending pods of our profiles with ``status.nominatedNodeName``, by node (the nominator's view)."""
+    out: dict[str, list[Pod]] = {}
+    for doc in state.pending_pods():
+        p = pod_from_json(doc)
+        if p.nominated_node_name and p.scheduler_name in fwks and p.uid != exclude and not p.deleting:
+            out.setdefault(p.nominated_node_name, []).append(p)
+    return out
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+
+def looks_like_file(arg: str) -> bool:
+    return os.path.exists(arg) or arg.endswith((".yaml", ".yml", ".json")) or arg == "-"
+
+
+def parse_pod_ref(arg: str, namespace: str) -> tuple[str, str]:
+    """``namespace/name`` or ``name`` (in ``namespace``)."""
+    parts = arg.split("/")
+    if len(parts) == 1:
+        ns, name = namespace, parts[0]
+    elif len(parts) == 2:
+        ns, name = parts
+    else:
+        raise ToolError(f"POD {arg!r}: expected namespace/name or a pod YAML file")
+    for what, v in (("namespace", ns), ("name", name)):
+        if not v or len(v) > 253 or not _NAME_RE.match(v):
+            raise ToolError(f"POD {arg!r}: invalid {what} {v!r} (and no such file)")
+    return ns, name
+
+
+def load_pod_file(path: str) -> dict[str, Any]:
+    objs = load_objects(path, "pod file", default_kind="Pod")
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    if len(pods) != 1:
+        raise ToolError(
+            f"pod file {path}: expected exactly one Pod, found {len(pods)}"
+            + (" (use `custom-scheduler simulate` for many)" if len(pods) > 1 else "")
+        )
+    return pods[0]
+
+
+def explain_command(args: argparse.Namespace, registry: Any) -> Explanation:
+    """Resolve the inputs of ``explain`` (live or offline) and explain. Raises ToolError, KubeError."""
+    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube.client import pod_path
+
+    cfg = load_scheduler_config(args.config, registry)
+    if args.kubeconfig is not None and args.cluster is not None:
+        raise ToolError("--kubeconfig and --cluster are exclusive: explain against a live cluster or a snapshot")
+    from_file = looks_like_file(args.pod)
+    pod_doc: dict[str, Any] | None = None
+    if from_file:
+        pod_doc = load_pod_file(args.pod)
+    else:
+        ns, name = parse_pod_ref(args.pod, args.namespace)
+
+    if args.cluster is not None:
+        state = load_cluster(args.cluster)
+        if pod_doc is None:
+            found = state.find_pod(ns, name)
+            if found is None:
+                raise ToolError(f"pod {ns}/{name} is not in {args.cluster} (a snapshot holds assigned pods only)")
+            pod_doc = found
+    else:
+        client = connect(args.kubeconfig, cfg.client_connection.kubeconfig)
+        if pod_doc is None:
+            try:
+                pod_doc = client.get(pod_path(ns, name))
+            except kerrors.NotFound:
+                raise ToolError(f"pod {ns}/{name} not found") from None
+        state = fetch_live(client)
+    assert pod_doc is not None
+    return explain_pod(state, pod_doc, cfg, registry, profile=args.profile, unbind=not from_file, seed=args.seed)
+
+
+def format_explanation(ex: Explanation, output: str, top: int = 3) -> str:
+    d = ex.to_dict()
+    if output == "json":
+        return json.dumps(d, indent=2) + "\n"
+    if output == "yaml":
+        return dump_yaml(d)
+    return render.explain_text(d, wide=output == "wide", top=top)
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from custom_scheduler.builtin import full_registry
+    from custom_scheduler.kube import errors as kerrors
+
+    try:
+        with quiet_logs():
+            ex = explain_command(args, full_registry())
+    except ToolError as e:
+        print(f"custom-scheduler explain: {e}", file=sys.stderr)
+        return e.code
+    except kerrors.KubeError as e:
+        print(f"custom-scheduler explain: reading the cluster failed: {e}", file=sys.stderr)
+        return EXIT_RUNTIME
+    sys.stdout.write(format_explanation(ex, args.output, args.top))
+    return EXIT_RUNTIME if ex.error else EXIT_OK

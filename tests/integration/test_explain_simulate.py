@@ -1,0 +1,271 @@
+"""explain and simulate agree with the live daemon on a real API server.
+
+- explain: pods are scheduled one at a time by the daemon, then explained newest first, each pod
+  deleted after its explanation. Explain removes the pod itself first, so every explanation sees
+  exactly the cluster the daemon saw when it bound that pod; its verdict must name the daemon's node
+  (or a tie set containing it: the daemon breaks ties at random).
+- simulate: a snapshot taken with ``custom-scheduler snapshot`` before the workload, then the same
+  pods simulated offline, must reproduce the daemon's placements. The workload (distinct node
+  sizes) has no score ties, which the test checks too, so the comparison is exact.
+
+The daemon runs a profile of its own (``explain-test``), so pods left behind by other tests of the
+session are never scheduled onto these nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from custom_scheduler.app import App
+from custom_scheduler.devenv import cluster
+from custom_scheduler.devenv.controlplane import ControlPlane
+from custom_scheduler.kube import errors, quantity
+from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.tools import main
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
+
+ZONE = "topology.kubernetes.io/zone"
+PROFILE = "explain-test"
+CONFIG = f"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {{leaderElect: false}}
+profiles:
+- schedulerName: {PROFILE}
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> str:
+    p = tmp_path / "config.yaml"
+    p.write_text(CONFIG)
+    return str(p)
+
+
+def _pod(name: str) -> PodBuilder:
+    return make_pod(name).scheduler(PROFILE)
+
+
+def _bind_in_order(
+    kube: KubeClient, namespace: str, create_pod: Callable[[dict[str, Any]], dict[str, Any]], pods: list[PodBuilder]
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """Create the pods one at a time, each after the previous one is bound: (name, node, object)."""
+    out = []
+    for b in pods:
+        obj = b.obj()
+        create_pod(obj)
+        name = obj["metadata"]["name"]
+        node = cluster.wait_for(
+            lambda n=name: kube.get(pod_path(namespace, n))["spec"].get("nodeName"), timeout=30, what=f"{name} bound"
+        )
+        out.append((name, node, obj))
+    return out
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _delete_now(kube: KubeClient, namespace: str, name: str) -> None:
+    kube.delete(pod_path(namespace, name), {"gracePeriodSeconds": 0})
+
+    def gone() -> bool:
+        try:
+            kube.get(pod_path(namespace, name))
+        except errors.NotFound:
+            return True
+        return False
+
+    cluster.wait_for(gone, timeout=15, what=f"{name} deleted")
+
+
+def test_explain_names_the_node_the_daemon_bound_each_pod_to(
+    kube: KubeClient,
+    namespace: str,
+    control_plane: ControlPlane,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    config_file: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    made = [
+        nodes(make_node("xa1").label(ZONE, "a").capacity(cpu="4", memory="8Gi", pods="20")),
+        nodes(make_node("xa2").label(ZONE, "a").capacity(cpu="8", memory="16Gi", pods="20")),
+        nodes(make_node("xb1").label(ZONE, "b").capacity(cpu="4", memory="8Gi", pods="20").taint("dedicated", "batch")),
+        nodes(make_node("xb2").label(ZONE, "b").label("disktype", "ssd").capacity(cpu="6", memory="12Gi", pods="20")),
+        nodes(make_node("xc1").label(ZONE, "c").capacity(cpu="2", memory="4Gi", pods="20")),
+    ]
+    names = [n["metadata"]["name"] for n in made]
+    start_scheduler(CONFIG)
+    spread = {"matchLabels": {"app": "spread"}}
+    anti = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "anti"}}}
+    workload = [
+        _pod("plain-0").req(cpu="500m", memory="512Mi"),
+        _pod("big-0").req(cpu="5", memory="2Gi"),
+        _pod("batch-0").req(cpu="1", memory="1Gi").toleration("dedicated", "batch", "NoSchedule"),
+        _pod("ssd-0")
+        .req(cpu="500m")
+        .required_node_affinity({"matchExpressions": [{"key": "disktype", "operator": "In", "values": ["ssd"]}]}),
+        *[
+            _pod(f"spread-{i}").label("app", "spread").req(cpu="200m").spread(1, ZONE, selector=spread)
+            for i in range(4)
+        ],
+        *[
+            _pod(f"anti-{i}").label("app", "anti").req(cpu="100m").pod_affinity("podAntiAffinity", anti)
+            for i in range(3)
+        ],
+        _pod("zone-c-0")
+        .req(cpu="300m")
+        .preferred_node_affinity(50, {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["c"]}]}),
+    ]
+    bound = _bind_in_order(kube, namespace, create_pod, workload)
+    assert len({node for name, node, _ in bound if name.startswith("anti-")}) == 3
+    kubeconfig = str(control_plane.kubeconfig())
+
+    for name, node, _ in reversed(bound):
+        rc, out, err = _run(
+            capsys, "explain", f"{namespace}/{name}", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
+        )
+        assert rc == 0, err
+        d = json.loads(out)
+        assert d["boundNode"] == node
+        assert d["result"]["schedulable"], d["result"]
+        assert node in d["result"]["ties"], (name, node, d["result"])
+        assert d["agreesWithBinding"] is True
+        assert {n["name"] for n in d["nodes"]} >= set(names)
+        if name == "batch-0":
+            assert d["result"]["node"] == node
+        if name.startswith("ssd-"):
+            assert d["result"]["ties"] == [names[3]]
+        # The human view says the same.
+        rc, text, err = _run(
+            capsys, "explain", f"{namespace}/{name}", "--kubeconfig", kubeconfig, "--config", config_file
+        )
+        assert rc == 0, err
+        assert f"Bound to {node}" in text
+        assert "Agrees with the binding" in text
+        _delete_now(kube, namespace, name)
+
+    # A pod nothing fits: explain prints the daemon's own message (with preemption's sentence).
+    create_pod(_pod("too-big").req(cpu="64").obj())
+
+    def condition() -> str:
+        for c in kube.get(pod_path(namespace, "too-big")).get("status", {}).get("conditions", []):
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return str(c["message"])
+        return ""
+
+    message = cluster.wait_for(condition, timeout=30, what="PodScheduled=False")
+    rc, out, err = _run(
+        capsys, "explain", f"{namespace}/too-big", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
+    )
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["boundNode"] is None
+    assert d["agreesWithBinding"] is None
+    assert not d["result"]["schedulable"]
+    assert d["result"]["message"] == message
+
+
+def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
+    kube: KubeClient,
+    namespace: str,
+    control_plane: ControlPlane,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    config_file: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    made = [
+        nodes(make_node("t1").label(ZONE, "a").capacity(cpu="2", memory="4Gi", pods="30")),
+        nodes(make_node("t2").label(ZONE, "b").capacity(cpu="3", memory="5Gi", pods="30")),
+        nodes(make_node("t3").label(ZONE, "c").capacity(cpu="5", memory="7Gi", pods="30")),
+        nodes(make_node("t4").label(ZONE, "a").capacity(cpu="6", memory="11Gi", pods="30")),
+        nodes(
+            make_node("t5").label(ZONE, "b").capacity(cpu="4", memory="9Gi", pods="30").taint("dedicated", "special")
+        ),
+    ]
+    t = {n["metadata"]["name"][:2]: n["metadata"]["name"] for n in made}
+    # Pods already running (bound directly, as another scheduler would have).
+    for name, node, b in (
+        ("e0", "t4", _pod("e0").req(cpu="1", memory="1Gi")),
+        ("e1", "t2", _pod("e1").req(cpu="500m", memory="768Mi")),
+        ("e2", "t5", _pod("e2").req(cpu="1").toleration("dedicated", "special")),
+    ):
+        create_pod(b.node(t[node]).obj())
+        assert kube.get(pod_path(namespace, name))["spec"]["nodeName"] == t[node]
+
+    snap = tmp_path / "snapshot.yaml"
+    rc, _, err = _run(capsys, "snapshot", "-o", str(snap), "--kubeconfig", str(control_plane.kubeconfig()))
+    assert rc == 0, err
+    doc = yaml.safe_load(snap.read_text())
+    assert {n["metadata"]["name"] for n in doc["nodes"]} >= set(t.values())
+    mine = [p for p in doc["pods"] if p["metadata"]["namespace"] == namespace]
+    assert sorted(p["metadata"]["name"] for p in mine) == ["e0", "e1", "e2"]
+    assert all("managedFields" not in p["metadata"] for p in doc["pods"])
+
+    start_scheduler(CONFIG)
+    sp = {"matchLabels": {"app": "sp"}}
+    solo = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "solo"}}}
+    workload = [
+        _pod("w0").req(cpu="300m", memory="400Mi"),
+        _pod("w1").req(cpu="700m", memory="1Gi"),
+        _pod("w2").req(cpu="1200m", memory="600Mi"),
+        *[
+            _pod(f"w{i}").label("app", "sp").req(cpu="250m", memory="2Gi").spread(1, ZONE, selector=sp)
+            for i in (3, 4, 5)
+        ],
+        *[
+            _pod(f"w{i}").label("app", "solo").req(cpu="400m", memory="300Mi").pod_affinity("podAntiAffinity", solo)
+            for i in (6, 7)
+        ],
+        _pod("w8").req(cpu="600m", memory="1536Mi").toleration("dedicated", "special"),
+        _pod("w9")
+        .req(cpu="900m", memory="700Mi")
+        .required_node_affinity({"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["b", "c"]}]}),
+        _pod("w10").req(cpu="1500m", memory="3Gi"),
+        _pod("w11").req(cpu="100m", memory="100Mi"),
+    ]
+    bound = _bind_in_order(kube, namespace, create_pod, workload)
+    live = {f"{namespace}/{name}": node for name, node, _ in bound}
+
+    pods_file = tmp_path / "pods.yaml"
+    pods_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [o for _, _, o in bound]}))
+    rc, out, err = _run(
+        capsys,
+        "simulate",
+        "--cluster", str(snap),
+        "--pods", str(pods_file),
+        "--config", config_file,
+        "--seed", "1",
+        "-o", "json",
+        "--html", str(tmp_path / "report.html"),
+    )  # fmt: skip
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["summary"]["placed"] == len(workload)
+    assert all(len(p["ties"]) == 1 for p in d["placements"]), "the workload must have no ties"
+    simulated = {p["pod"]: p["node"] for p in d["placements"]}
+    assert simulated == live
+    assert [p["pod"] for p in d["placements"]] == list(live)
+    assert "<svg" in (tmp_path / "report.html").read_text()
+    # The utilisation after the simulation is what the live cluster now requests.
+    requested: dict[str, int] = {}
+    for p in cluster.list_pods(kube, namespace):
+        cpu = p["spec"]["containers"][0].get("resources", {}).get("requests", {}).get("cpu", "0")
+        requested[p["spec"]["nodeName"]] = requested.get(p["spec"]["nodeName"], 0) + quantity.to_milli(cpu)
+    after = {u["node"]: u["after"]["cpu"]["requested"] for u in d["utilisation"]}
+    for node, milli in requested.items():
+        assert after[node] == milli
