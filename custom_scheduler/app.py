@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 
+from custom_scheduler import loadmetrics
 from custom_scheduler.config.types import Profile, SchedulerConfig
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
@@ -37,6 +38,7 @@ from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
 from custom_scheduler.kube import errors as kerrors
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.metrics import Metrics
 from custom_scheduler.model import Node, Pod, PodDisruptionBudget, pdb_from_json
 
 log = structlog.get_logger("custom_scheduler.app")
@@ -115,14 +117,18 @@ class App:
         observer: Observer | None = None,
         on_decision: Callable[[Decision], None] | None = None,
         watch_read_timeout: float = 90.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics
+        self.health_port = 0
         self.client = client
         self.watch_client = client.clone(qps=0, pool_maxsize=8)
         self.stop_event = threading.Event()
         self.cache = Cache()
         self.registry = registry
         self.dry_run = dry_run
+        inf_kw = self._informer_metrics(metrics)
         self.namespaces: Informer[Any] = Informer(
             self.watch_client,
             "/api/v1/namespaces",
@@ -131,6 +137,7 @@ class App:
             _NullSink(),
             name="namespaces",
             read_timeout=watch_read_timeout,
+            **inf_kw("namespaces"),
         )
         self.pdbs: Informer[PodDisruptionBudget] = Informer(
             self.watch_client,
@@ -140,6 +147,7 @@ class App:
             _NullSink(),
             name="pdbs",
             read_timeout=watch_read_timeout,
+            **inf_kw("pdbs"),
         )
         self.queue = q.SchedulingQueue(
             # Indirect, so a config reload that swaps profiles also swaps the QueueSort plugin.
@@ -155,15 +163,37 @@ class App:
             writer=self.writer,
             algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
             dry_run=dry_run,
-            observer=observer,
+            observer=observer or (metrics.observer() if metrics is not None else None),
             on_decision=on_decision,
         )
         self.profiles = self._frameworks(config)
         self._queue_sort = next(iter(self.profiles.values())).queue_sort
         self.scheduler.profiles = self.profiles
-        self.pods = pod_informer(self.watch_client, _PodSink(self.scheduler), read_timeout=watch_read_timeout)
-        self.nodes = node_informer(self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout)
+        self.pods = pod_informer(
+            self.watch_client, _PodSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("pods")
+        )
+        self.nodes = node_informer(
+            self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
+        )
+        # NodeLoad's usage source (metrics.k8s.io), only when a profile enables that plugin.
+        self.load_metrics = loadmetrics.for_config(config, client)
+        if self.load_metrics is not None:
+            self.load_metrics.add_listener(
+                lambda: self.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={"NodeLoad"})
+            )
         self._threads: list[threading.Thread] = []
+
+    @staticmethod
+    def _informer_metrics(metrics: Metrics | None) -> Callable[[str], dict[str, Any]]:
+        def kw(resource: str) -> dict[str, Any]:
+            if metrics is None:
+                return {}
+            return {
+                "metrics_relist": lambda reason: metrics.relist(resource),
+                "metrics_restart": lambda reason: metrics.watch_restart(resource, reason),
+            }
+
+        return kw
 
     def _frameworks(self, config: SchedulerConfig) -> dict[str, Framework]:
         """Frameworks for every profile, wired to this daemon's snapshot, listers and writer."""
@@ -240,6 +270,8 @@ class App:
 
     def start_scheduling(self) -> None:
         """Start the scheduling loop (on a leader, once caches are in sync)."""
+        if self.load_metrics is not None:
+            self.load_metrics.start()
         self._spawn("queue-flush", lambda: self.queue.run_flush_loops(self.stop_event))
         self._spawn("cache-cleanup", self._cleanup_loop)
         self._spawn("scheduling", lambda: self.scheduler.run(self.stop_event))
@@ -272,6 +304,8 @@ class App:
         self.writer.stop(timeout=5.0)
         for inf in self.informers:
             inf.stop()
+        if self.load_metrics is not None:
+            self.load_metrics.stop()
         log.info("stopped")
 
     def install_signal_handlers(self) -> None:

@@ -3,6 +3,9 @@
 Commands:
   run           the daemon (``--config``, ``--kubeconfig``, ``--dry-run`` for shadow mode)
   check-config  validate a config file and print the effective configuration (defaults filled)
+  explain       why a pod goes (or would go) where it does: every node, every plugin
+  simulate      place pods on a cluster snapshot offline, with utilisation before and after
+  snapshot      write a cluster snapshot (nodes and their pods) for simulate
   demo          a local control plane, the daemon, a sample workload and a summary
 
 Exit codes: 0 success, 1 runtime failure, 2 invalid usage or configuration (a message naming the
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from collections.abc import Sequence
 
 EXIT_CONFIG = 2
@@ -34,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the demo on a local control plane")
     demo.add_argument("--keep", action="store_true", help="leave the control plane running until Ctrl-C")
+
+    from custom_scheduler import tools
+
+    tools.register(sub)
     return p
 
 
@@ -66,9 +72,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from custom_scheduler import config, logs
     from custom_scheduler.app import App
     from custom_scheduler.builtin import full_registry
+    from custom_scheduler.daemon import serve
     from custom_scheduler.kube import errors as kerrors
     from custom_scheduler.kube.client import KubeClient
-    from custom_scheduler.reload import ConfigWatcher
+    from custom_scheduler.metrics import Metrics
 
     logs.setup(args.log_level)
     import structlog
@@ -86,21 +93,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"custom-scheduler: cannot load cluster credentials: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    registry = full_registry()
-    app = App(cfg, registry, client, dry_run=args.dry_run)
+    metrics = Metrics()
+    app = App(cfg, full_registry(), client, dry_run=args.dry_run, metrics=metrics)
     app.install_signal_handlers()
     try:
-        app.start()
-    except (TimeoutError, kerrors.KubeError) as e:
-        log.error("startup_failed", error=str(e))
-        app.stop()
+        return serve(app, metrics, config_path=args.config, dry_run=args.dry_run)
+    except kerrors.KubeError as e:
+        log.error("daemon_failed", error=str(e))
         return 1
-    # A ConfigMap edit reaches the mounted file within a minute; apply it if valid.
-    watcher = ConfigWatcher(args.config, registry, app.apply_config)
-    threading.Thread(target=watcher.run, args=(app.stop_event,), name="config-reload", daemon=True).start()
-    app.wait()
-    app.stop()
-    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -118,6 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "demo":
             return cmd_demo(args)
+        from custom_scheduler import tools
+
+        if args.command in tools.COMMANDS:
+            rc: int = args.func(args)
+            return rc
     except KeyboardInterrupt:
         return 130
     return EXIT_CONFIG

@@ -50,6 +50,8 @@ setup_controlplane() {
 
 setup() {
     ensure_apt ca-certificates openssl
+    # kubectl checks the manifests against the test API server (Debian: kubernetes-client).
+    command -v kubectl >/dev/null 2>&1 || ensure_apt kubernetes-client
     setup_python
     setup_controlplane
 }

@@ -1,0 +1,127 @@
+"""Running the App as the production daemon: leader election, health/metrics, config reload.
+
+Lifecycle of one replica (kube-scheduler's):
+
+1. Serve ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics``; start the informers, so a standby
+   keeps warm caches (unless ``delayCacheUntilActive``). ``/readyz`` turns 200 once they synced.
+2. Campaign for the Lease. Only the leader runs the scheduling loop.
+3. On losing the Lease: stop popping pods at once, give in-flight binds at most
+   ``leaseDuration - renewDeadline`` (no one else can lead before that), exit 1 so the Deployment
+   restarts the pod. On SIGTERM: stop popping, finish in-flight binds, release the Lease, exit 0.
+
+Shadow mode (``--dry-run``) never writes, so it neither takes nor waits for the Lease.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import structlog
+
+from custom_scheduler import health, leader
+from custom_scheduler.app import App
+from custom_scheduler.metrics import Metrics
+from custom_scheduler.reload import ConfigWatcher
+
+log = structlog.get_logger("custom_scheduler.daemon")
+
+
+def serve(
+    app: App,
+    metrics: Metrics,
+    *,
+    config_path: str | Path | None = None,
+    dry_run: bool = False,
+    sync_timeout: float = 120.0,
+    identity: str | None = None,
+    release_on_stop: bool = True,
+    health_address: str | None = None,
+) -> int:
+    """Run until ``app.stop_event`` is set (SIGTERM) or leadership is lost; returns the exit code."""
+    cfg = app.config
+    le = cfg.leader_election
+    metrics.track_pending(app.queue.pending_counts)
+    elector = (
+        leader.LeaderElector(
+            app.client.clone(), le, identity, release_on_stop=release_on_stop, on_leader_change=metrics.set_leader
+        )
+        if le.leader_elect and not dry_run
+        else None
+    )
+    server = health.HealthServer(
+        health_address or cfg.healthz_bind_address,
+        ready=lambda: app.ready,
+        metrics=metrics,
+        healthy=elector.check if elector is not None else (lambda: True),
+    )
+    try:
+        server.start()
+    except OSError as e:
+        log.error("health_server_failed", address=cfg.healthz_bind_address, error=str(e))
+        return 1
+    app.health_port = server.port
+    lost = threading.Event()
+    elector_stop = threading.Event()
+    elector_thread: threading.Thread | None = None
+
+    if config_path is not None:
+        watcher = ConfigWatcher(
+            config_path, app.registry, app.apply_config, on_failure=lambda e: metrics.config_reload_failed()
+        )
+        threading.Thread(target=watcher.run, args=(app.stop_event,), name="config-reload", daemon=True).start()
+
+    def sync_then_schedule() -> None:
+        app.start_informers()
+        if not app.wait_for_sync(sync_timeout):
+            log.error("caches_not_synced", timeout=sync_timeout)
+            lost.set()
+            app.stop_event.set()
+            return
+        app.start_scheduling()
+
+    try:
+        if not cfg.delay_cache_until_active:  # standbys keep warm caches
+            app.start_informers()
+            if not app.wait_for_sync(sync_timeout):
+                log.error("caches_not_synced", timeout=sync_timeout)
+                return 1
+            log.info("caches_synced", nodes=len(app.nodes.list()), pods=len(app.pods.list()))
+        if elector is None:
+            metrics.set_leader(not dry_run)
+            if cfg.delay_cache_until_active:
+                sync_then_schedule()
+            else:
+                app.start_scheduling()
+        else:
+
+            def on_started() -> None:
+                log.info("leader_acquired", identity=elector.identity)
+                if cfg.delay_cache_until_active:  # never block the elector thread: it must keep renewing
+                    threading.Thread(target=sync_then_schedule, daemon=True).start()
+                else:
+                    app.start_scheduling()
+
+            def on_stopped() -> None:
+                if not app.stop_event.is_set():  # lost, not SIGTERM
+                    log.error("leader_lost", identity=elector.identity)
+                    lost.set()
+                    app.stop_event.set()  # stop popping pods now
+
+            elector_thread = threading.Thread(
+                target=elector.run, args=(on_started, on_stopped, elector_stop), name="leader-election", daemon=True
+            )
+            elector_thread.start()
+        app.wait()
+    finally:
+        # Finish in-flight binds; after a loss only while nobody else can lead yet.
+        app.stop(timeout=max(1.0, le.lease_duration - le.renew_deadline) if lost.is_set() else 30.0)
+        elector_stop.set()  # release the Lease only after the binds are done
+        if elector_thread is not None:
+            elector_thread.join(le.renew_deadline)
+        metrics.set_leader(False)
+        server.stop()
+    if lost.is_set():
+        log.error("exiting_after_leadership_loss")
+        return 1
+    return 0

@@ -1,0 +1,210 @@
+"""The production daemon: as the ServiceAccount with the ConfigMap's config, probes and metrics,
+and two replicas with leader election (exactly one schedules; failover; nothing bound twice)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from custom_scheduler import config
+from custom_scheduler.app import App
+from custom_scheduler.builtin import full_registry
+from custom_scheduler.daemon import serve
+from custom_scheduler.devenv import cluster
+from custom_scheduler.devenv.controlplane import ControlPlane
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.metrics import Metrics
+from tests.builders import NodeBuilder, make_node, make_pod
+from tests.faultproxy import FaultProxy, Rule
+from tests.kubectl import SCHEDULER_USER, apply_rbac, scheduler_config_text
+
+
+@dataclass
+class Replica:
+    app: App
+    metrics: Metrics
+    thread: threading.Thread
+    result: list[int]
+
+    def get(self, path: str) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{self.app.health_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+
+@pytest.fixture
+def replicas(control_plane: ControlPlane) -> Iterator[Callable[..., Replica]]:
+    started: list[Replica] = []
+
+    def start(config_text: str, client: KubeClient, *, identity: str = "", release_on_stop: bool = True) -> Replica:
+        cfg = config.load_config(config_text, full_registry())
+        metrics = Metrics(process_collectors=False)
+        app = App(cfg, full_registry(), client, metrics=metrics)
+        result: list[int] = []
+        t = threading.Thread(
+            target=lambda: result.append(
+                serve(
+                    app,
+                    metrics,
+                    identity=identity or None,
+                    release_on_stop=release_on_stop,
+                    health_address="127.0.0.1:0",
+                    sync_timeout=30,
+                )
+            ),
+            daemon=True,
+        )
+        t.start()
+        r = Replica(app, metrics, t, result)
+        started.append(r)
+        cluster.wait_for(lambda: app.health_port, timeout=10, what="health server")
+        return r
+
+    yield start
+    for r in started:
+        r.app.stop_event.set()
+    for r in started:
+        r.thread.join(30)
+
+
+def _short_lease(text: str, name: str) -> str:
+    return (
+        text.replace("leaseDuration: 15s", "leaseDuration: 4s")
+        .replace("renewDeadline: 10s", "renewDeadline: 3s")
+        .replace("retryPeriod: 2s", "retryPeriod: 500ms")
+        .replace("resourceName: custom-scheduler", f"resourceName: {name}")
+    )
+
+
+def _bound(kube: KubeClient, namespace: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in cluster.list_pods(kube, namespace)}
+
+
+def test_daemon_runs_as_the_service_account_with_the_configmap_config(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    replicas: Callable[..., Replica],
+) -> None:
+    """The manifests' RBAC is enough to schedule, elect and report; the SA cannot read Secrets."""
+    apply_rbac(control_plane)
+    sa = KubeClient.from_kubeconfig(str(control_plane.kubeconfig(SCHEDULER_USER)), qps=0, burst=1)
+    with pytest.raises(errors.ApiError) as denied:
+        sa.get("/api/v1/namespaces/kube-system/secrets")
+    assert denied.value.status == 403
+    nodes(make_node("sa-node"))
+    r = replicas(scheduler_config_text(), sa)
+    cluster.wait_for(lambda: r.get("/readyz")[0] == 200, timeout=30, what="ready")
+    for i in range(5):
+        create_pod(make_pod(f"sa-{i}").req(cpu="100m").obj())
+    cluster.wait_for(
+        lambda: all(_bound(kube, namespace).values()) and len(_bound(kube, namespace)) == 5,
+        timeout=40,
+        what="pods bound by the SA identity",
+    )
+    status, body = r.get("/metrics")
+    assert status == 200
+    assert 'scheduler_schedule_attempts_total{profile="custom-scheduler",result="scheduled"}' in body
+    assert "custom_scheduler_leader 1.0" in body
+    lease = kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/custom-scheduler")
+    assert lease["spec"]["holderIdentity"]
+    r.app.stop_event.set()
+    r.thread.join(30)
+    assert r.result == [0]
+    released = kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/custom-scheduler")
+    assert not released["spec"].get("holderIdentity")
+
+
+def test_readyz_is_false_until_caches_sync_and_metrics_move(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    replicas: Callable[..., Replica],
+    tmp_path: Path,
+) -> None:
+    proxy = FaultProxy(control_plane).start()
+    try:
+        proxy.add(Rule("GET", r"^/api/v1/pods\?(?!.*watch=true)", times=1, delay=2.0))  # a slow first LIST
+        client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
+        nodes(make_node("probe").capacity(cpu="1", memory="1Gi", pods="10"))
+        text = _short_lease(scheduler_config_text(), f"probe-{namespace}")
+        r = replicas(text, client)
+        assert r.get("/readyz")[0] == 503
+        assert r.get("/healthz")[0] == 200
+        cluster.wait_for(lambda: r.get("/readyz")[0] == 200, timeout=30, what="ready after sync")
+        create_pod(make_pod("fits").req(cpu="100m").obj())
+        create_pod(make_pod("too-big").req(cpu="4").obj())
+        cluster.wait_for(lambda: _bound(kube, namespace).get("fits"), timeout=30, what="bound")
+
+        def pending_unschedulable() -> bool:
+            return r.metrics.sample("scheduler_pending_pods", {"queue": "unschedulable"}) == 1.0
+
+        cluster.wait_for(pending_unschedulable, timeout=30, what="pending gauge")
+        body = r.get("/metrics")[1]
+        assert 'scheduler_schedule_attempts_total{profile="custom-scheduler",result="unschedulable"}' in body
+    finally:
+        proxy.stop()
+
+
+def test_two_replicas_exactly_one_schedules_and_the_other_takes_over(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    replicas: Callable[..., Replica],
+) -> None:
+    nodes(make_node("ha-1"))
+    nodes(make_node("ha-2"))
+    text = _short_lease(scheduler_config_text(), f"ha-{namespace}")
+    admin = str(control_plane.kubeconfig())
+    a = replicas(text, KubeClient.from_kubeconfig(admin, qps=0, burst=1), identity="replica-a", release_on_stop=False)
+    cluster.wait_for(lambda: a.metrics.sample("custom_scheduler_leader") == 1.0, timeout=15, what="a leads")
+    b = replicas(text, KubeClient.from_kubeconfig(admin, qps=0, burst=1), identity="replica-b", release_on_stop=False)
+    cluster.wait_for(lambda: b.get("/readyz")[0] == 200, timeout=30, what="b warm standby")
+
+    first = [f"first-{i}" for i in range(10)]
+    for n in first:
+        create_pod(make_pod(n).req(cpu="100m").obj())
+    cluster.wait_for(lambda: all(_bound(kube, namespace).get(n) for n in first), timeout=30, what="first wave")
+    assert b.metrics.sample("custom_scheduler_leader") == 0.0
+    assert (
+        b.metrics.sample("scheduler_schedule_attempts_total", {"profile": "custom-scheduler", "result": "scheduled"})
+        or 0
+    ) == 0
+
+    # "Kill" the leader: it stops without releasing the Lease, like a crashed process.
+    killed_at = time.monotonic()
+    a.app.stop_event.set()
+    a.thread.join(30)
+    cluster.wait_for(lambda: b.metrics.sample("custom_scheduler_leader") == 1.0, timeout=20, what="b takes over")
+    takeover = time.monotonic() - killed_at
+    assert takeover < 4 + 6  # leaseDuration plus a few seconds
+    second = [f"second-{i}" for i in range(10)]
+    for n in second:
+        create_pod(make_pod(n).req(cpu="100m").obj())
+    cluster.wait_for(lambda: all(_bound(kube, namespace).get(n) for n in second), timeout=30, what="second wave")
+
+    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+    scheduled = Counter(e["regarding"]["name"] for e in events if e["reason"] == "Scheduled")
+    assert set(scheduled) == set(first) | set(second)
+    assert max(scheduled.values()) == 1  # nothing bound twice
+    lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ha-{namespace}")
+    assert lease["spec"]["holderIdentity"] == "replica-b"
+    assert lease["spec"]["leaseTransitions"] >= 1
