@@ -42,7 +42,8 @@ def test_empty_selector_matches_everything_and_null_nothing(lbls: dict[str, str]
 
 @given(st.integers(-50, 50), st.integers(-50, 50), st.sampled_from(["Gt", "Lt"]))
 def test_gt_lt_compare_integers(have: int, want: int, op: str) -> None:
-    term = labels.compile_node_selector_term({"matchExpressions": [{"key": "n", "operator": op, "values": [str(want)]}]})
+    expr = {"key": "n", "operator": op, "values": [str(want)]}
+    term = labels.compile_node_selector_term({"matchExpressions": [expr]})
     assert term.matches("node", {"n": str(have)}) == (have > want if op == "Gt" else have < want)
     assert not term.matches("node", {"n": "not-a-number"})
 
@@ -63,8 +64,6 @@ def test_toleration_semantics(tk: str, op: str, tv: str, te: str, k: str, v: str
     tol = Toleration(tk, op or "Equal", tv, te)
     taint = Taint(k, v, e)
     effect_ok = te in ("", e)
-    if op == "Exists":
-        want = effect_ok and (tk in ("", k))
-    else:
-        want = effect_ok and tk == k and tv == v
+    # Exists matches any value (and any key when the key is empty); Equal needs key and value.
+    want = effect_ok and (tk in ("", k) if op == "Exists" else (tk == k and tv == v))
     assert tol.tolerates(taint) == want
