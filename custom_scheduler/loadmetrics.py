@@ -276,17 +276,35 @@ def for_config(config: Any, client: _Getter) -> MetricsServerSource | None:
 
     interval: float | None = None
     source_name = DEFAULT_SOURCE
+    url = ""
     for prof in getattr(config, "profiles", ()):
         if load_aware.NAME not in prof.plugin_names():
             continue
         args = prof.plugin_args.get(load_aware.NAME) or load_aware.NodeLoadArgs()
         interval = args.refresh_interval if interval is None else min(interval, args.refresh_interval)
         source_name = args.metrics_source
+        url = url or args.metrics_url
     if interval is None:
         return None
     if get_source(source_name) is not None:
         log.info("node_metrics_source_preinstalled", name=source_name)
         return None
-    src = MetricsServerSource(client, interval=interval, name=source_name)
+    getter: _Getter = URLGetter(url) if url else client
+    src = MetricsServerSource(getter, interval=interval, name=source_name)
     install(src, source_name)
     return src
+
+
+class URLGetter:
+    """``get(path)`` over plain HTTP(S) against a base URL: NodeLoad's ``metricsURL``."""
+
+    def __init__(self, base_url: str, timeout: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def get(self, path: str, query: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.base_url + path, timeout=self.timeout) as resp:
+            return json.loads(resp.read())

@@ -109,9 +109,15 @@ class NodeLoadArgs:
     """Add the requests of pods placed since the sample (``estimatePods``)."""
     metrics_source: str = loadmetrics.DEFAULT_SOURCE
     """Name of the installed :class:`~custom_scheduler.loadmetrics.MetricsSource` (``metricsSource``)."""
+    metrics_url: str = ""
+    """``metricsURL``: read NodeMetricsList JSON from this base URL (``<url>/apis/metrics.k8s.io/
+    v1beta1/nodes``) instead of through the API server, e.g. a metrics-server or exporter Service
+    reached directly. Empty (the default): the API server's aggregated ``metrics.k8s.io``."""
 
     def to_config(self) -> dict[str, Any]:
+        extra = {"metricsURL": self.metrics_url} if self.metrics_url else {}
         return {
+            **extra,
             "resources": [{"name": r.name, "weight": r.weight} for r in self.resources],
             "thresholds": dict(self.thresholds),
             "staleAfter": durations.format_duration(self.stale_after),
@@ -130,6 +136,7 @@ _FIELDS = (
     "neutralScore",
     "estimatePods",
     "metricsSource",
+    "metricsURL",
 )
 
 
@@ -198,9 +205,12 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> NodeLoadArgs:
     source = r.string(doc, "metricsSource", path, loadmetrics.DEFAULT_SOURCE)
     if not source:
         r.error(f"{path}.metricsSource", "must not be empty")
+    url = r.string(doc, "metricsURL", path, "")
+    if url and not url.startswith(("http://", "https://")):
+        r.error(f"{path}.metricsURL", "must be an http:// or https:// URL")
     r.raise_errors()
     return NodeLoadArgs(
-        tuple(resources), tuple(thresholds), stale_after, refresh, neutral, estimate, source or "default"
+        tuple(resources), tuple(thresholds), stale_after, refresh, neutral, estimate, source or "default", url
     )
 
 

@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 
 from custom_scheduler import config, loadmetrics
 from custom_scheduler.builtin import full_registry
+from custom_scheduler.errors import ConfigError
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.loadmetrics import MetricsServerSource, NodeUsage, StaticSource
 
@@ -329,3 +330,29 @@ def test_for_config_builds_and_installs_a_source_when_node_load_is_enabled() -> 
 
 def test_for_config_without_node_load_is_none() -> None:
     assert loadmetrics.for_config(config.load_config(WITHOUT, full_registry()), object()) is None  # type: ignore[arg-type]
+
+
+def test_metrics_url_reads_node_metrics_directly_from_that_url(server: FakeMetricsServer) -> None:
+    """``metricsURL`` bypasses the API server: the source LISTs ``<url>/apis/metrics.k8s.io/...``."""
+    name = f"t-{uuid.uuid4().hex}"
+    server.set("n1", "500m", "1Gi")
+    text = (WITH_NODE_LOAD % (name, name)).replace(
+        f"metricsSource: {name}}}", f"metricsSource: {name}, metricsURL: '{server.url}'}}"
+    )
+    cfg = config.load_config(text, full_registry())
+    src = loadmetrics.for_config(cfg, object())  # type: ignore[arg-type]
+    assert isinstance(src, MetricsServerSource)
+    try:
+        assert isinstance(src.client, loadmetrics.URLGetter)
+        assert src.refresh()
+        usage = src.get("n1")
+        assert usage is not None
+        assert usage.milli_cpu == 500
+    finally:
+        src.stop()
+
+
+def test_metrics_url_must_be_http() -> None:
+    text = (WITH_NODE_LOAD % ("x", "x")).replace("metricsSource: x}", "metricsSource: x, metricsURL: 'ftp://h'}")
+    with pytest.raises(ConfigError, match=r"metricsURL"):
+        config.load_config(text, full_registry())
