@@ -1,36 +1,81 @@
-"""The README's demo: a local control plane, the daemon, a sample workload, and where pods went.
+"""The README's demo: a local control plane, the daemon, a workload for every scenario, a summary.
 
 It runs the real ``custom-scheduler run`` command as a separate process against a real
-kube-apiserver + etcd on loopback (no kubelet: Nodes are API objects), creates a small workload
-with the situations the scheduler exists for, and prints where each pod went and, for the ones
-that did not fit, kube-scheduler's aggregated reason from the ``FailedScheduling`` event.
+kube-apiserver + etcd on loopback (no kubelet: Nodes are API objects; the demo plays the kubelet by
+finishing pods that preemption deletes) and shows the reasons the project exists:
+
+- **load-aware**: a loopback metrics endpoint (NodeLoad's ``metricsURL``) reports ``node-a`` at 90%
+  CPU, so web pods go elsewhere although ``node-a`` has the most free requests;
+- **special hardware**: two 1-GPU training pods are packed on one GPU node, which keeps the other
+  whole for a 4-GPU job; an ordinary pod that tolerates every taint still stays off GPU nodes;
+- **resource isolation**: big-data pods (by label, or by asking for 8+ CPUs) go only to the pool
+  node, and nothing else goes there;
+- **priority**: an ``online`` pod preempts a ``batch`` pod on a full node;
+- plain kube-scheduler behaviour: a pod too big for any node gets the aggregated reason; a pod of
+  another scheduler is left alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries
+from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient
 
 NAMESPACE = "demo"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+PRIORITY_TAINT = {"key": "demo/priority", "value": "true", "effect": "NoSchedule"}
 
 DEMO_CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 leaderElection:
   leaderElect: false
+healthzBindAddress: 127.0.0.1:0
 profiles:
 - schedulerName: custom-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - {name: AcceleratorIsolation, weight: 5}
+      - {name: NodePools}
+      - {name: NodeLoad, weight: 5}
+  pluginConfig:
+  - name: AcceleratorIsolation
+    args: {resources: [nvidia.com/gpu], mode: Filter}
+  - name: NodePools
+    args:
+      pools:
+      - name: bigdata
+        nodeSelector: {matchLabels: {custom-scheduler.io/pool: bigdata}}
+        members:
+          labelSelector: {matchLabels: {workload-class: bigdata}}
+          minRequests: {cpu: "8"}
+  - name: NodeLoad
+    args: {metricsURL: "%(metrics_url)s", refreshInterval: 2s, thresholds: {cpu: 85}}
 """
+
+#: (scenario, pod) in the order the demo reports them.
+SCENARIOS = {
+    "load-aware": "node-a reports 90% CPU in use: web pods avoid it",
+    "gpu": "GPU pods packed on one GPU node; ordinary pods never on GPU nodes",
+    "pools": "big-data pods only on the bigdata pool; nothing else there",
+    "priority": "an online pod preempts a batch pod on a full node",
+    "kube": "kube-scheduler semantics: reasons, other schedulers' pods untouched",
+}
 
 
 def _node(name: str, cpu: str, mem: str, *, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -45,56 +90,131 @@ def _node(name: str, cpu: str, mem: str, *, labels: dict[str, str] | None = None
 
 
 def _pod(
-    name: str, *, cpu: str = "", mem: str = "", scheduler: str = "custom-scheduler", **spec: Any
+    name: str, scenario: str, *, cpu: str = "", mem: str = "", scheduler: str = "custom-scheduler", **spec: Any
 ) -> dict[str, Any]:
     req = {k: v for k, v in (("cpu", cpu), ("memory", mem)) if v}
-    extra_req = spec.pop("requests", {})
-    req.update(extra_req)
+    extended = spec.pop("extended", {})
+    req.update(extended)
     container: dict[str, Any] = {"name": "app", "image": "registry.k8s.io/pause:3.9"}
     if req:
-        container["resources"] = {"requests": req, "limits": dict(extra_req)} if extra_req else {"requests": req}
+        container["resources"] = {"requests": req, **({"limits": dict(extended)} if extended else {})}
+    labels = {"demo/scenario": scenario, **spec.pop("labels", {})}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": spec.pop("labels", {"app": name})},
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
         "spec": {"schedulerName": scheduler, "containers": [container], **spec},
     }
 
 
-def workload() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def workload() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes, the first wave of pods, and the priority wave (created once the first settled)."""
+    gpu = {"resources": {"nvidia.com/gpu": "4"}, "taints": [GPU_TAINT]}
     nodes = [
         _node("node-a", "4", "8Gi", labels={"topology.kubernetes.io/zone": "zone-a"}),
         _node("node-b", "4", "8Gi", labels={"topology.kubernetes.io/zone": "zone-b"}),
-        _node("node-c", "2", "4Gi", labels={"topology.kubernetes.io/zone": "zone-c"}),
-        _node(
-            "gpu-1",
-            "8",
-            "32Gi",
-            labels={"nvidia.com/gpu.product": "A100"},
-            resources={"nvidia.com/gpu": "4"},
-            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-        ),
+        _node("node-c", "4", "8Gi", labels={"topology.kubernetes.io/zone": "zone-c"}),
+        _node("gpu-1", "8", "32Gi", labels={"nvidia.com/gpu.product": "A100"}, **gpu),
+        _node("gpu-2", "8", "32Gi", labels={"nvidia.com/gpu.product": "A100"}, **gpu),
+        _node("bigdata-1", "16", "64Gi", labels={"custom-scheduler.io/pool": "bigdata"}),
+        _node("node-p", "2", "4Gi", labels={"demo/priority": "true"}, taints=[PRIORITY_TAINT]),
     ]
-    gpu_toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    pods = [_pod(f"web-{i}", cpu="500m", mem="512Mi", labels={"app": "web"}) for i in range(6)]
-    pods += [
-        _pod("train-0", cpu="2", mem="8Gi", requests={"nvidia.com/gpu": "2"}, tolerations=gpu_toleration),
-        _pod("train-1", cpu="2", mem="8Gi", requests={"nvidia.com/gpu": "2"}, tolerations=gpu_toleration),
-        _pod("train-2", cpu="1", mem="4Gi", requests={"nvidia.com/gpu": "1"}, tolerations=gpu_toleration),
-        _pod("batch-huge", cpu="16", mem="8Gi"),
-        _pod("no-requests"),
-        _pod("other-scheduler", cpu="100m", scheduler="default-scheduler"),
+    gpu_tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    prio_tol = [{"key": "demo/priority", "operator": "Exists", "effect": "NoSchedule"}]
+    on_p: dict[str, Any] = {"nodeSelector": {"demo/priority": "true"}, "tolerations": prio_tol}
+    first = [_pod(f"web-{i}", "load-aware", cpu="500m", mem="512Mi") for i in range(6)]
+    first += [
+        _pod("train-0", "gpu", cpu="2", mem="8Gi", extended={"nvidia.com/gpu": "1"}, tolerations=gpu_tol),
+        _pod("train-1", "gpu", cpu="2", mem="8Gi", extended={"nvidia.com/gpu": "1"}, tolerations=gpu_tol),
+        _pod("train-big", "gpu", cpu="4", mem="16Gi", extended={"nvidia.com/gpu": "4"}, tolerations=gpu_tol),
+        _pod("tolerates-all", "gpu", cpu="100m", tolerations=[{"operator": "Exists"}]),
+        _pod("spark-0", "pools", cpu="4", mem="16Gi", labels={"workload-class": "bigdata"}),
+        _pod("etl-huge", "pools", cpu="10", mem="8Gi"),
+        _pod("batch-0", "priority", cpu="1", priorityClassName="demo-batch", **on_p),
+        _pod("batch-1", "priority", cpu="1", priorityClassName="demo-batch", **on_p),
+        _pod("too-big", "kube", cpu="64", mem="8Gi"),
+        _pod("other-scheduler", "kube", cpu="100m", scheduler="default-scheduler"),
     ]
-    return nodes, pods
+    second = [_pod("online-0", "priority", cpu="1", priorityClassName="demo-online", **on_p)]
+    return nodes, first, second
 
 
-def _events(kube: KubeClient) -> dict[str, str]:
+PRIORITY_CLASSES: list[dict[str, Any]] = [
+    {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": n},
+        "value": v,
+        "description": d,
+    }
+    for n, v, d in (("demo-batch", 1000, "batch work, may be preempted"), ("demo-online", 100000, "online work"))
+]
+
+
+class MetricsEndpoint:
+    """A loopback endpoint serving ``metrics.k8s.io/v1beta1`` NodeMetricsList JSON (what
+    metrics-server would report), read by NodeLoad through ``metricsURL``."""
+
+    def __init__(self, usage: dict[str, tuple[str, str]]) -> None:
+        self.usage = usage
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = json.dumps(outer.document()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def document(self) -> dict[str, Any]:
+        ts = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {
+            "kind": "NodeMetricsList",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": [
+                {"metadata": {"name": n}, "timestamp": ts, "window": "10s", "usage": {"cpu": c, "memory": m}}
+                for n, (c, m) in self.usage.items()
+            ],
+        }
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _events(kube: KubeClient, reason: str) -> dict[str, str]:
     doc = kube.get(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")
     out: dict[str, str] = {}
     for e in doc.get("items") or ():
-        if e.get("reason") == "FailedScheduling":
+        if e.get("reason") == reason:
             out[e["regarding"]["name"]] = e.get("note", "")
     return out
+
+
+def _settle(kube: KubeClient, names: list[str], timeout: float, out: Any, *, bound: bool = False) -> None:
+    """Wait until each named pod is bound (or, unless ``bound``, has a FailedScheduling event);
+    play the kubelet meanwhile (finish pods that preemption deleted)."""
+
+    def settled() -> bool:
+        cluster.finish_terminating_pods(kube, NAMESPACE)
+        pods = {p["metadata"]["name"]: p for p in cluster.list_pods(kube, NAMESPACE)}
+        failed = set() if bound else set(_events(kube, "FailedScheduling"))
+        return all(n not in pods or pods[n]["spec"].get("nodeName") or n in failed for n in names)
+
+    try:
+        cluster.wait_for(settled, timeout=timeout, interval=0.25, what="every pod bound or reported")
+    except TimeoutError as e:
+        print(f"warning: {e}", file=out)
 
 
 def run_demo(
@@ -102,42 +222,39 @@ def run_demo(
 ) -> tuple[dict[str, str], int]:
     """Run the workload against ``cp`` with the daemon in a subprocess.
 
-    Returns pod → node (or the pending reason) and the daemon's exit code after SIGTERM.
-    ``cleanup`` deletes the demo's nodes and namespace afterwards (tests share one control plane).
+    Returns pod → node (or why it is not bound) and the daemon's exit code after SIGTERM.
+    ``cleanup`` deletes the demo's nodes, PriorityClasses and namespace (tests share a control plane).
     """
     kube = KubeClient.from_kubeconfig(str(cp.kubeconfig()), qps=0, burst=1)
     cluster.create_namespace(kube, NAMESPACE)
-    nodes, pods = workload()
+    nodes, first, second = workload()
     for n in nodes:
         cluster.create_ready_node(kube, n)
+    for pc in PRIORITY_CLASSES:
+        try:
+            kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
+        except errors.Conflict:
+            pass
+    metrics = MetricsEndpoint({"node-a": ("3600m", "2Gi"), "node-b": ("200m", "1Gi"), "node-c": ("400m", "1Gi")})
     workdir = Path(tempfile.mkdtemp(prefix="cs-demo-"))
     cfg = workdir / "scheduler-config.yaml"
-    cfg.write_text(DEMO_CONFIG)
+    cfg.write_text(DEMO_CONFIG % {"metrics_url": metrics.url})
     log_path = workdir / "scheduler.log"
     env = {**os.environ, "LOG_FORMAT": "json"}
     argv = [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())]
     with log_path.open("wb") as logf:
-        proc = subprocess.Popen(
-            argv,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, env=env)
         try:
-            print(f"custom-scheduler running (pid {proc.pid}), log: {log_path}", file=out)
-            for p in pods:
+            print(f"custom-scheduler running (pid {proc.pid}), config: {cfg}, log: {log_path}", file=out)
+            time.sleep(0.5)  # let NodeLoad take its first sample before the burst
+            for p in first:
                 kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", p)
-            ours = [p["metadata"]["name"] for p in pods if p["spec"]["schedulerName"] == "custom-scheduler"]
-
-            def settled() -> bool:
-                bound = {p["metadata"]["name"] for p in cluster.list_pods(kube, NAMESPACE) if p["spec"].get("nodeName")}
-                failed = set(_events(kube))
-                return all(n in bound or n in failed for n in ours)
-
-            try:
-                cluster.wait_for(settled, timeout=timeout, interval=0.25, what="every pod bound or reported")
-            except TimeoutError as e:
-                print(f"warning: {e}", file=out)
+            ours = [p["metadata"]["name"] for p in first if p["spec"]["schedulerName"] == "custom-scheduler"]
+            _settle(kube, ours, timeout, out)
+            for p in second:
+                kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", p)
+            # The preemptor first fails (and nominates node-p), then binds once its victim is gone.
+            _settle(kube, [p["metadata"]["name"] for p in second], timeout, out, bound=True)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -145,30 +262,47 @@ def run_demo(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 rc = proc.wait()
-    reasons = _events(kube)
-    result: dict[str, str] = {}
-    rows = []
-    for p in cluster.list_pods(kube, NAMESPACE):
-        name = p["metadata"]["name"]
-        node = p["spec"].get("nodeName") or ""
-        sched = p["spec"]["schedulerName"]
-        if node:
-            what = f"-> {node}"
-        elif sched != "custom-scheduler":
-            what = f"pending (schedulerName={sched}: not ours, untouched)"
-        else:
-            what = f"pending: {reasons.get(name, '(no event yet)')}"
-        result[name] = node or what
-        rows.append((name, what))
-    print("\nWhere each pod went:", file=out)
-    width = max(len(r[0]) for r in rows)
-    for name, what in sorted(rows):
-        print(f"  {name.ljust(width)}  {what}", file=out)
+            metrics.stop()
+    result = _report(kube, first + second, out)
     print(f"\nscheduler exited with code {rc} after SIGTERM", file=out)
     if cleanup:
         cluster.delete_nodes(kube, [n["metadata"]["name"] for n in nodes])
+        for pc in PRIORITY_CLASSES:
+            try:
+                kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
+            except errors.NotFound:
+                pass
         kube.delete(f"/api/v1/namespaces/{NAMESPACE}")
     return result, rc
+
+
+def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[str, str]:
+    reasons = _events(kube, "FailedScheduling")
+    preempted = _events(kube, "Preempted")
+    live = {p["metadata"]["name"]: p for p in cluster.list_pods(kube, NAMESPACE)}
+    result: dict[str, str] = {}
+    rows: dict[str, list[tuple[str, str]]] = {s: [] for s in SCENARIOS}
+    for p in created:
+        name = p["metadata"]["name"]
+        scenario = p["metadata"]["labels"]["demo/scenario"]
+        cur = live.get(name)
+        if cur is None:
+            what = f"preempted ({preempted.get(name, 'deleted')})"
+            result[name] = "preempted"
+        elif cur["spec"].get("nodeName"):
+            what = result[name] = cur["spec"]["nodeName"]
+            what = f"-> {what}"
+        elif cur["spec"]["schedulerName"] != "custom-scheduler":
+            what = result[name] = f"pending (schedulerName={cur['spec']['schedulerName']}: not ours, untouched)"
+        else:
+            what = result[name] = f"pending: {reasons.get(name, '(no event yet)')}"
+        rows[scenario].append((name, what))
+    width = max(len(n) for r in rows.values() for n, _ in r)
+    for scenario, title in SCENARIOS.items():
+        print(f"\n[{scenario}] {title}", file=out)
+        for name, what in rows[scenario]:
+            print(f"  {name.ljust(width)}  {what}", file=out)
+    return result
 
 
 def main(*, keep: bool = False) -> int:
