@@ -40,6 +40,7 @@ NODE_SHAPES = (("8", "32Gi"), ("16", "64Gi"), ("32", "128Gi"))
 POD_CPUS = ("100m", "250m", "500m", "1")
 POD_MEMS = ("128Mi", "256Mi", "512Mi", "1Gi")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+CHECKS = ("resources", "taints", "node_affinity", "anti_affinity", "topology_spread")
 
 JSON = dict[str, Any]
 
@@ -275,12 +276,13 @@ def _node_affinity_ok(pod: JSON, labels: Mapping[str, str]) -> bool:
     sel = pod["spec"].get("nodeSelector") or {}
     if any(labels.get(k) != v for k, v in sel.items()):
         return False
-    req = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})).get(
+    req = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     if not req:
         return True
-    return any(all(_expr_ok(labels, e) for e in term.get("matchExpressions") or ()) for term in req["nodeSelectorTerms"])
+    terms = req["nodeSelectorTerms"]
+    return any(all(_expr_ok(labels, e) for e in term.get("matchExpressions") or ()) for term in terms)
 
 
 def _matches(selector: JSON, labels: Mapping[str, str]) -> bool:
@@ -327,19 +329,27 @@ def placement(nodes: list[JSON], pods: list[JSON]) -> dict[str, Any]:
             if not _node_affinity_ok(p, labels):
                 violations["node_affinity"] += 1
 
-    # Required anti-affinity: no two pods matching the term's selector in one topology domain.
+    # Required anti-affinity: no other pod matching the term's selector in the pod's topology domain
+    # (each offending pair is counted from both sides when both carry the term).
+    def domain(pod: JSON, key: str) -> str | None:
+        return (by_name[pod["spec"]["nodeName"]]["metadata"].get("labels") or {}).get(key)
+
+    by_domain: dict[str, dict[str | None, list[JSON]]] = {}
     for p in bound:
-        terms = (((p["spec"].get("affinity") or {}).get("podAntiAffinity") or {})).get(
+        terms = ((p["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         ) or []
         for term in terms:
             key = term["topologyKey"]
-            dom = (by_name[p["spec"]["nodeName"]]["metadata"].get("labels") or {}).get(key)
-            for q in bound:
+            if key not in by_domain:
+                index: dict[str | None, list[JSON]] = defaultdict(list)
+                for q in bound:
+                    index[domain(q, key)].append(q)
+                by_domain[key] = index
+            for q in by_domain[key][domain(p, key)]:
                 if q is p or q["metadata"].get("namespace") != p["metadata"].get("namespace"):
                     continue
-                q_dom = (by_name[q["spec"]["nodeName"]]["metadata"].get("labels") or {}).get(key)
-                if q_dom == dom and _matches(term["labelSelector"], q["metadata"].get("labels") or {}):
+                if _matches(term["labelSelector"], q["metadata"].get("labels") or {}):
                     violations["anti_affinity"] += 1
 
     # Topology spread (DoNotSchedule): skew over the domains of the nodes the pod may use.
@@ -384,7 +394,7 @@ def placement(nodes: list[JSON], pods: list[JSON]) -> dict[str, Any]:
         "cpu_util_stddev": _pstdev(cpu_util),
         "mem_util_stddev": _pstdev(mem_util),
         "spread_skew": max_skews,
-        "violations": {k: violations.get(k, 0) for k in ("resources", "taints", "node_affinity", "anti_affinity", "topology_spread")},
+        "violations": {k: violations.get(k, 0) for k in CHECKS},
         "violations_total": sum(violations.values()),
     }
 

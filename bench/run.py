@@ -1,0 +1,847 @@
+"""End-to-end benchmark: custom-scheduler and kube-scheduler, one after the other, on one API server.
+
+    python -m bench.run --nodes 100 --pods 500 --workload plain --schedulers custom,kube [--json FILE]
+
+One control plane (etcd + kube-apiserver 1.20 from ``hack/testenv.sh``) per invocation. For each
+scheduler in turn:
+
+1. a fresh namespace and N Ready fake nodes (created concurrently);
+2. a pod watch on the namespace (raw JSON) that records, per pod, when ``spec.nodeName`` first
+   appears (monotonic clock of this process);
+3. the scheduler as a subprocess (our ``python -m custom_scheduler run`` or the upstream binary),
+   with the same client QPS/burst; a canary pod proves it is up and warm (``--order
+   scheduler-first``, the default), then M pods are created in a burst from a thread pool,
+   recording when each create call returned; with ``--order pods-first`` the pods exist before the
+   scheduler starts (pure scheduling throughput from a full queue);
+4. wait, with a deadline and a stall timeout, until every pod is bound; read the scheduler's CPU
+   seconds (``/proc/<pid>/stat``) and peak RSS (``VmHWM``) before stopping it by PID;
+5. placement quality and constraint checks from the final pod list (bench/workloads.py), then
+   delete pods (grace 0) and nodes so the next scheduler starts from an empty cluster.
+
+Latency is bound-seen minus create-returned, both on this process's clock: ``creationTimestamp``
+has one-second resolution. Everything waits with a deadline; a scheduler that does not bind
+every pod is reported as "bound X/M", never waited on forever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench import workloads
+from custom_scheduler.devenv import cluster
+from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import KubeClient, pod_path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCHEDULERS = ("custom", "kube")
+SCHEDULER_NAMES = {"custom": "custom-scheduler", "kube": "kube-bench"}
+CANARY = "canary"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+#: kube-scheduler 1.20's default plugins differ from ours (v1.28 defaults, no volume plugins).
+#: "matched" disables the volume plugins and NodePreferAvoidPods there and gives the score plugins
+#: our weights, so both run the same filters and scores; "default" leaves kube-scheduler alone.
+KUBE_MATCHED_PLUGINS = """\
+    plugins:
+      preFilter:
+        disabled: [{name: VolumeBinding}]
+      filter:
+        disabled:
+        - {name: VolumeRestrictions}
+        - {name: EBSLimits}
+        - {name: GCEPDLimits}
+        - {name: NodeVolumeLimits}
+        - {name: AzureDiskLimits}
+        - {name: VolumeBinding}
+        - {name: VolumeZone}
+      reserve:
+        disabled: [{name: VolumeBinding}]
+      preBind:
+        disabled: [{name: VolumeBinding}]
+      score:
+        disabled: [{name: "*"}]
+        enabled:
+        - {name: TaintToleration, weight: 3}
+        - {name: NodeAffinity, weight: 2}
+        - {name: NodeResourcesLeastAllocated, weight: 1}
+        - {name: PodTopologySpread, weight: 2}
+        - {name: InterPodAffinity, weight: 2}
+        - {name: NodeResourcesBalancedAllocation, weight: 1}
+        - {name: ImageLocality, weight: 1}
+"""
+
+
+# -- process metrics ------------------------------------------------------------------------------
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a live process (all its threads)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return math.nan
+    fields = raw.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (stat fields 14, 15)
+
+
+def host_busy_seconds() -> float:
+    """CPU seconds all CPUs spent not idle since boot (``/proc/stat``)."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return math.nan
+    ticks = [int(x) for x in first[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return (sum(ticks[:8]) - idle) / CLK_TCK
+
+
+class CpuWindow:
+    """CPU seconds of the scheduler, kube-apiserver, etcd, this harness and everything else over a
+    window: "other" shows how noisy the machine was (other jobs compete for the same cores)."""
+
+    def __init__(self, cp: ControlPlane, scheduler_pid: int | None) -> None:
+        self.pids = {"apiserver": cp._procs["kube-apiserver"].pid, "etcd": cp._procs["etcd"].pid}
+        if scheduler_pid is not None:
+            self.pids["scheduler"] = scheduler_pid
+        self.start = self._sample()
+
+    def _sample(self) -> dict[str, float]:
+        out = {name: proc_cpu_seconds(pid) for name, pid in self.pids.items()}
+        t = os.times()
+        out["harness"] = t.user + t.system
+        out["host"] = host_busy_seconds()
+        return out
+
+    def stop(self) -> dict[str, float]:
+        end = self._sample()
+        d = {k: end[k] - self.start.get(k, 0.0) for k in end}
+        d.setdefault("scheduler", math.nan)
+        d["other"] = d["host"] - sum(v for k, v in d.items() if k != "host" and not math.isnan(v))
+        return d
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# -- the pod watch --------------------------------------------------------------------------------
+
+
+class PodWatcher:
+    """Watch one namespace's pods; remember when each pod was first seen with a nodeName."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube = kube.clone(qps=0, pool_maxsize=2)
+        self.namespace = namespace
+        self.bound: dict[str, tuple[float, str]] = {}
+        self.cond = threading.Condition()
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"watch-{namespace}", daemon=True)
+        self._rv = ""
+
+    def start(self) -> PodWatcher:
+        self._rv = self._relist()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
+        self._thread.join(10)
+        self.kube.close()
+
+    def _record(self, name: str, node: str, at: float) -> None:
+        with self.cond:
+            if name not in self.bound:
+                self.bound[name] = (at, node)
+                self.cond.notify_all()
+
+    def _relist(self) -> str:
+        doc = self.kube.get(pod_path(self.namespace))
+        now = time.monotonic()
+        for p in doc.get("items") or ():
+            node = (p.get("spec") or {}).get("nodeName")
+            if node:
+                self._record(p["metadata"]["name"], node, now)
+        return str((doc.get("metadata") or {}).get("resourceVersion", ""))
+
+    def _opened(self, resp: Any) -> None:
+        self._resp = resp
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            query = {"watch": "1", "resourceVersion": self._rv, "timeoutSeconds": 1800}
+            try:
+                for line in self.kube.stream(pod_path(self.namespace), query, read_timeout=60, on_open=self._opened):
+                    now = time.monotonic()
+                    ev = orjson.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        self._rv = self._relist()
+                        break
+                    meta = obj.get("metadata") or {}
+                    self._rv = meta.get("resourceVersion") or self._rv
+                    node = (obj.get("spec") or {}).get("nodeName")
+                    if node and ev.get("type") in ("ADDED", "MODIFIED"):
+                        self._record(meta.get("name", ""), node, now)
+            except (errors.KubeError, orjson.JSONDecodeError):
+                if self._stop.is_set():
+                    return
+                time.sleep(0.2)
+            self.restarts += 1
+
+    def wait(self, names: set[str], deadline: float, stall: float) -> bool:
+        """Block until every name in ``names`` is bound, ``deadline`` passes, or nothing new is
+        bound for ``stall`` seconds. True if all were bound."""
+        last_count, last_progress = -1, time.monotonic()
+        with self.cond:
+            while True:
+                done = sum(1 for n in names if n in self.bound) if len(names) < 64 else len(names & self.bound.keys())
+                if done == len(names):
+                    return True
+                now = time.monotonic()
+                if done != last_count:
+                    last_count, last_progress = done, now
+                if now >= deadline or now - last_progress >= stall:
+                    return False
+                self.cond.wait(min(0.5, max(0.01, deadline - now)))
+
+
+# -- schedulers -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    nodes: int
+    pods: int
+    workload: str
+    schedulers: list[str]
+    qps: float = 5000.0
+    burst: int = 5000
+    order: str = "scheduler-first"
+    kube_plugins: str = "matched"
+    create_workers: int = 32
+    timeout: float = 0.0
+    stall: float = 30.0
+    startup_timeout: float = 120.0
+    seed: int = 1
+    custom_log_level: str = "info"
+    kube_verbosity: int = 0
+    py_spy: str = ""
+    keep: bool = False
+    rounds: int = 1
+    kube_scheduler: str = ""  # the upstream binary; found through hack/testenv.sh when empty
+
+    @property
+    def deadline_s(self) -> float:
+        return self.timeout or 60.0 + self.pods / 20.0
+
+
+def custom_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[str], dict[str, str]]:
+    cfg = workdir / "custom-scheduler.yaml"
+    cfg.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "leaderElection: {leaderElect: false}\n"
+        f"clientConnection: {{kubeconfig: {cp.kubeconfig()}, qps: {opts.qps:g}, burst: {opts.burst}}}\n"
+        f"healthzBindAddress: 127.0.0.1:{free_port()}\n"
+        "profiles:\n"
+        f"- schedulerName: {SCHEDULER_NAMES['custom']}\n"
+    )
+    argv = [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())]
+    env = {**os.environ, "LOG_FORMAT": "json", "LOG_LEVEL": opts.custom_log_level, "PYTHONUNBUFFERED": "0"}
+    return argv, env
+
+
+def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[str], dict[str, str]]:
+    cfg = workdir / "kube-scheduler.yaml"
+    plugins = KUBE_MATCHED_PLUGINS if opts.kube_plugins == "matched" else ""
+    insecure = free_port()
+    cfg.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "leaderElection: {leaderElect: false}\n"
+        f"clientConnection: {{kubeconfig: {cp.kubeconfig()}, qps: {opts.qps:g}, burst: {opts.burst}}}\n"
+        # --port=0 does not override the file's (defaulted) insecure 0.0.0.0:10251: pick a free port.
+        f"healthzBindAddress: 127.0.0.1:{insecure}\n"
+        f"metricsBindAddress: 127.0.0.1:{insecure}\n"
+        "profiles:\n"
+        f"  - schedulerName: {SCHEDULER_NAMES['kube']}\n" + plugins
+    )
+    kc = str(cp.kubeconfig())
+    argv = [
+        opts.kube_scheduler or str(cp.bin_dir / "kube-scheduler"),
+        f"--config={cfg}",
+        "--port=0",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={free_port()}",
+        f"--cert-dir={workdir / 'kube-scheduler-certs'}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        f"--v={opts.kube_verbosity}",
+    ]
+    return argv, dict(os.environ)
+
+
+COMMANDS: dict[str, Callable[[ControlPlane, Path, Options], tuple[list[str], dict[str, str]]]] = {
+    "custom": custom_command,
+    "kube": kube_command,
+}
+
+
+class SchedulerProcess:
+    def __init__(self, which: str, cp: ControlPlane, workdir: Path, opts: Options) -> None:
+        self.which = which
+        argv, env = COMMANDS[which](cp, workdir, opts)
+        self.log_path = workdir / f"{which}-scheduler.log"
+        self._log = self.log_path.open("wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=REPO_ROOT
+        )
+        self.pid = self.proc.pid
+        self.exit_code: int | None = None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+        self.exit_code = self.proc.returncode
+        return self.exit_code
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+
+class PySpy:
+    """``py-spy record --gil`` attached to a PID (raw collapsed stacks of the thread holding the GIL,
+    i.e. where the interpreter spends its one core), stopped with SIGINT."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        self.out = out
+        self.log = out.with_suffix(".log").open("wb")
+        self.proc = subprocess.Popen(
+            [exe, "record", "--pid", str(pid), "--rate", "100", "--gil", "--threads", "-f", "raw", "-o", str(out)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+# -- one run --------------------------------------------------------------------------------------
+
+
+def _create_nodes(kube: KubeClient, nodes: Sequence[dict[str, Any]], workers: int) -> None:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mknode") as ex:
+        for f in [ex.submit(cluster.create_ready_node, kube, orjson.loads(orjson.dumps(n))) for n in nodes]:
+            f.result()
+
+
+def _create_pods(kube: KubeClient, namespace: str, pods: Sequence[dict[str, Any]], workers: int) -> dict[str, float]:
+    """Create pods concurrently; return name → monotonic time the create call returned."""
+    path = pod_path(namespace)
+    bodies = [(p["metadata"]["name"], orjson.dumps(p)) for p in pods]
+    done: dict[str, float] = {}
+
+    def create(item: tuple[str, bytes]) -> None:
+        name, body = item
+        for attempt in range(5):
+            try:
+                kube.request_raw("POST", path, body=body, rate_limited=False)
+                break
+            except errors.Conflict:
+                break
+            except (errors.TransportError, errors.ServerError, errors.TooManyRequests):
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        done[name] = time.monotonic()
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkpod") as ex:
+        list(ex.map(create, bodies))
+    return done
+
+
+def _canary(scheduler_name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": CANARY, "namespace": namespace, "labels": {"app": CANARY}},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": workloads.PAUSE_IMAGE}],
+        },
+    }
+
+
+def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120.0) -> None:
+    with contextlib.suppress(errors.KubeError):
+        kube.request("DELETE", pod_path(namespace), query={"gracePeriodSeconds": 0}, timeout=(5.0, timeout))
+    with contextlib.suppress(errors.KubeError):
+        selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
+        kube.request("DELETE", "/api/v1/nodes", query=selector, timeout=(5.0, timeout))
+
+    def gone() -> bool:
+        pods = kube.get(pod_path(namespace), {"limit": 1}).get("items")
+        nodes = kube.get("/api/v1/nodes", {"limit": 1, "labelSelector": f"{workloads.RUN_LABEL}={run_id}"}).get("items")
+        return not pods and not nodes
+
+    try:
+        cluster.wait_for(gone, timeout=timeout, interval=0.5, what="benchmark pods and nodes deleted")
+    except TimeoutError as e:
+        print(f"warning: {e}", file=sys.stderr)
+    with contextlib.suppress(errors.KubeError):
+        kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def run_one(
+    which: str, cp: ControlPlane, kube: KubeClient, opts: Options, workdir: Path, log: Callable[[str], None]
+) -> dict[str, Any]:
+    run_id = f"{which}-{uuid.uuid4().hex[:6]}"
+    namespace = f"bench-{run_id}"
+    scheduler_name = SCHEDULER_NAMES[which]
+    wl = workloads.build(opts.workload, opts.nodes, opts.pods, run_id, opts.seed)
+    pods = workloads.for_scheduler(wl.pods, scheduler_name, namespace)
+    names = {p["metadata"]["name"] for p in pods}
+    res: dict[str, Any] = {"scheduler": which, "scheduler_name": scheduler_name, "namespace": namespace}
+
+    cluster.create_namespace(kube, namespace)
+    t0 = time.monotonic()
+    _create_nodes(kube, wl.nodes, opts.create_workers)
+    res["node_create_s"] = time.monotonic() - t0
+    log(f"[{which}] {len(wl.nodes)} nodes ready in {res['node_create_s']:.1f}s")
+
+    watcher = PodWatcher(kube, namespace).start()
+    sched: SchedulerProcess | None = None
+    spy: PySpy | None = None
+    try:
+        created: dict[str, float] = {}
+        if opts.order == "pods-first":
+            t_burst = time.monotonic()
+            created = _create_pods(kube, namespace, pods, opts.create_workers)
+            res["pod_create_s"] = time.monotonic() - t_burst
+            log(f"[{which}] {len(pods)} pods created in {res['pod_create_s']:.1f}s; starting the scheduler")
+            sched = SchedulerProcess(which, cp, workdir, opts)
+            if opts.py_spy and which == "custom":
+                spy = PySpy(sched.pid, Path(opts.py_spy))
+            t_start = sched.started
+            window = CpuWindow(cp, None)
+            window.pids["scheduler"] = sched.pid
+            window.start["scheduler"] = 0.0
+            res["startup_s"] = math.nan
+        else:
+            sched = SchedulerProcess(which, cp, workdir, opts)
+            kube.post(pod_path(namespace), _canary(scheduler_name, namespace))
+            ok = watcher.wait({CANARY}, time.monotonic() + opts.startup_timeout, opts.startup_timeout)
+            if not ok or not sched.alive():
+                raise RuntimeError(
+                    f"{which}: the canary pod was not bound within {opts.startup_timeout:.0f}s "
+                    f"(process alive: {sched.alive()}); log tail:\n{sched.log_tail()}"
+                )
+            res["startup_s"] = watcher.bound[CANARY][0] - sched.started
+            log(f"[{which}] scheduler up (canary bound {res['startup_s']:.1f}s after start); creating pods")
+            if opts.py_spy and which == "custom":
+                spy = PySpy(sched.pid, Path(opts.py_spy))
+                time.sleep(1.0)  # let py-spy attach before the burst
+            window = CpuWindow(cp, sched.pid)
+            t_burst = t_start = time.monotonic()
+            created = _create_pods(kube, namespace, pods, opts.create_workers)
+            res["pod_create_s"] = time.monotonic() - t_burst
+            log(f"[{which}] {len(pods)} pods created in {res['pod_create_s']:.1f}s")
+
+        all_bound = watcher.wait(names, t_start + opts.deadline_s, opts.stall)
+        t_end = time.monotonic()
+        cpu = window.stop()
+        res["cpu_s"] = cpu["scheduler"]
+        res["apiserver_cpu_s"] = cpu["apiserver"]
+        res["cpu_window_s"] = cpu
+        res["loadavg_1m"] = float(Path("/proc/loadavg").read_text().split()[0])
+        res["peak_rss_mb"] = proc_status_kb(sched.pid, "VmHWM") / 1024
+        res["alive_at_end"] = sched.alive()
+        if spy is not None:
+            spy.stop()
+        if not all_bound:
+            log(f"[{which}] stopped waiting: {len(names & watcher.bound.keys())}/{len(names)} bound")
+    finally:
+        if sched is not None:
+            res["exit_code"] = sched.stop()
+        if spy is not None:
+            spy.stop()
+        watcher.stop()
+
+    with watcher.cond:
+        bound = {n: watcher.bound[n] for n in names if n in watcher.bound}
+    times = sorted(t for t, _ in bound.values())
+    lat = sorted(max(0.0, t - created[n]) for n, (t, _) in bound.items() if n in created)
+    n_bound = len(bound)
+    span = times[-1] - times[0] if times else 0.0
+    res.update(
+        pods=len(names),
+        bound=n_bound,
+        all_bound=n_bound == len(names),
+        wait_s=t_end - t_start,
+        first_bind_s=(times[0] - t_start) if times else math.nan,
+        last_bind_s=(times[-1] - t_start) if times else math.nan,
+        throughput_from_start=(n_bound / (times[-1] - t_start)) if times else 0.0,
+        throughput_first_to_last=((n_bound - 1) / span) if n_bound > 1 and span > 0 else 0.0,
+        latency_p50_s=workloads.percentile(lat, 50),
+        latency_p90_s=workloads.percentile(lat, 90),
+        latency_p99_s=workloads.percentile(lat, 99),
+        latency_max_s=lat[-1] if lat else math.nan,
+        cpu_ms_per_pod=(res["cpu_s"] * 1000 / n_bound) if n_bound else math.nan,
+        watch_restarts=watcher.restarts,
+        latencies_s=[round(x, 4) for x in lat],
+    )
+    final = [p for p in cluster.list_pods(kube, namespace) if p["metadata"]["name"] != CANARY]
+    res["placement"] = workloads.placement(wl.nodes, final)
+    res["classes"] = dict(wl.classes)
+    if sched is not None and (not res["all_bound"] or opts.keep):
+        res["log_tail"] = sched.log_tail(20)
+    log(
+        f"[{which}] bound {n_bound}/{len(names)} in {res['last_bind_s']:.1f}s; "
+        f"{res['throughput_first_to_last']:.0f} pods/s; cleaning up"
+    )
+    _cleanup(kube, namespace, run_id)
+    return res
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+#: (key, label, format, higher_is_better); None: context only.
+METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("bound", "pods bound", "{:.0f}", True),
+    ("throughput_first_to_last", "throughput, first→last bind (pods/s)", "{:.1f}", True),
+    ("throughput_from_start", "throughput, from burst start (pods/s)", "{:.1f}", True),
+    ("latency_p50_s", "latency p50, created→bound (s)", "{:.3f}", False),
+    ("latency_p90_s", "latency p90 (s)", "{:.3f}", False),
+    ("latency_p99_s", "latency p99 (s)", "{:.3f}", False),
+    ("latency_max_s", "latency max (s)", "{:.3f}", False),
+    ("cpu_s", "scheduler CPU during run (s)", "{:.2f}", False),
+    ("cpu_ms_per_pod", "scheduler CPU per pod (ms)", "{:.2f}", False),
+    ("peak_rss_mb", "scheduler peak RSS (MB)", "{:.1f}", False),
+    ("startup_s", "start-up, process→canary bound (s)", "{:.2f}", False),
+    ("apiserver_cpu_s", "kube-apiserver CPU during run (s)", "{:.2f}", None),
+    ("cpu_window_s.etcd", "etcd CPU during run (s)", "{:.2f}", None),
+    ("cpu_window_s.harness", "harness CPU during run (s)", "{:.2f}", None),
+    ("cpu_window_s.other", "other processes' CPU during run (s)", "{:.2f}", None),
+    ("loadavg_1m", "load average (1 min) at end", "{:.2f}", None),
+    ("pod_create_s", "pod burst creation (s)", "{:.2f}", None),
+    ("placement.pods_per_node_max", "pods per node, max", "{:.0f}", False),
+    ("placement.pods_per_node_stddev", "pods per node, stddev", "{:.2f}", False),
+    ("placement.cpu_util_stddev", "CPU utilisation stddev", "{:.4f}", False),
+    ("placement.cpu_util_max", "CPU utilisation max", "{:.3f}", False),
+    ("placement.mem_util_stddev", "memory utilisation stddev", "{:.4f}", False),
+    ("placement.violations_total", "constraint violations", "{:.0f}", False),
+]
+
+
+def _get(res: dict[str, Any], key: str) -> Any:
+    cur: Any = res
+    for part in key.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    if "custom" not in results or "kube" not in results:
+        return out
+    for key, _, _, _ in METRICS:
+        a, b = _get(results["custom"], key), _get(results["kube"], key)
+        if not (isinstance(a, int | float) and isinstance(b, int | float)) or math.isnan(a) or math.isnan(b):
+            out[key] = None
+        elif a < 0 or b < 0:
+            out[key] = None  # "other processes' CPU" is a difference and can dip below zero
+        else:
+            out[key] = a / b if b else (1.0 if a == b else None)
+    return out
+
+
+def render_table(results: dict[str, dict[str, Any]], opts: Options, header: str = "") -> str:
+    rs = ratios(results)
+    cols = [s for s in SCHEDULERS if s in results]
+    rows: list[list[str]] = [["metric", *cols, "custom/kube" if len(cols) == 2 else "", "better"]]
+    for key, label, fmt, higher in METRICS:
+        cells = []
+        for s in cols:
+            v = _get(results[s], key)
+            if key == "bound":
+                cells.append(f"{int(v)}/{results[s]['pods']}" if isinstance(v, int | float) else "-")
+            elif isinstance(v, int | float) and not math.isnan(v):
+                cells.append(fmt.format(v))
+            else:
+                cells.append("-")
+        r = rs.get(key)
+        ratio = f"{r:.2f}x" if r is not None else ("-" if len(cols) == 2 else "")
+        better = "" if higher is None else ("higher" if higher else "lower")
+        rows.append([label, *cells, ratio, better])
+    for s in cols:
+        viol = _get(results[s], "placement.violations") or {}
+        bad = {k: v for k, v in viol.items() if v}
+        if bad:
+            detail = ", ".join(f"{k}={v}" for k, v in bad.items())
+            rows.append([f"  violations ({s}): {detail}"] + [""] * (len(rows[0]) - 1))
+    widths = [
+        max(len(row[i]) for row in rows[1:] if row[1]) if i == 0 else max(len(row[i]) for row in rows)
+        for i in range(len(rows[0]))
+    ]
+    lines = [header] if header else []
+    for i, row in enumerate(rows):
+        if i and not row[1]:
+            lines.append(row[0])
+            continue
+        cells = [c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def machine_info(cp: ControlPlane | None = None) -> dict[str, Any]:
+    cpu_model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": os.cpu_count(),
+        "sched_affinity": len(os.sched_getaffinity(0)),
+        "cpu_model": cpu_model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "kube_apiserver": cp.version if cp else "",
+    }
+
+
+def run(opts: Options, cp: ControlPlane | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the benchmark; with ``cp`` given, reuse that control plane (the smoke test does)."""
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    own_cp = cp is None
+    if "kube" in opts.schedulers and not opts.kube_scheduler:
+        bin_dir = cp.bin_dir if cp is not None else find_binaries(need="etcd kube-apiserver kube-scheduler")
+        if not (bin_dir / "kube-scheduler").exists():
+            bin_dir = find_binaries(need="etcd kube-apiserver kube-scheduler")
+        opts.kube_scheduler = str(bin_dir / "kube-scheduler")
+    if cp is None:
+        cp = ControlPlane(find_binaries(need="etcd kube-apiserver kube-scheduler")).start()
+    workdir = Path(tempfile.mkdtemp(prefix="cs-bench-"))
+    rounds: dict[str, list[dict[str, Any]]] = {s: [] for s in opts.schedulers}
+    try:
+        kube = KubeClient.from_kubeconfig(str(cp.kubeconfig()), qps=0, burst=1, pool_maxsize=opts.create_workers + 8)
+        for r in range(opts.rounds):
+            for which in opts.schedulers:
+                if opts.rounds > 1:
+                    say(f"-- round {r + 1}/{opts.rounds}: {which}")
+                rounds[which].append(run_one(which, cp, kube, opts, workdir, say))
+        kube.close()
+        info = machine_info(cp)
+    finally:
+        if own_cp:
+            cp.stop()
+        if opts.keep:
+            say(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    results = {which: aggregate(rs) for which, rs in rounds.items()}
+    config = dataclasses.asdict(opts)
+    return {"config": config, "machine": info, "results": results, "ratios": ratios(results)}
+
+
+def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One round as is; several: the median of every table metric (the fewest pods bound), with
+    each round's numbers kept under ``rounds``."""
+    if len(rounds) == 1:
+        return rounds[0]
+    out: dict[str, Any] = {k: v for k, v in rounds[0].items() if k != "latencies_s"}
+    out["placement"] = dict(rounds[0]["placement"])
+    out["cpu_window_s"] = dict(rounds[0].get("cpu_window_s") or {})
+    for key, _, _, _ in METRICS:
+        values = [_get(r, key) for r in rounds]
+        nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(v)]
+        if not nums:
+            continue
+        agg: float = int(min(nums)) if key == "bound" else statistics.median(nums)
+        cur = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            cur = cur[part]
+        cur[parts[-1]] = agg
+    out["all_bound"] = all(r["all_bound"] for r in rounds)
+    out["pods"] = rounds[0]["pods"]
+    out["rounds"] = rounds
+    return out
+
+
+def header_line(report: dict[str, Any]) -> str:
+    c, m = report["config"], report["machine"]
+    return (
+        f"workload={c['workload']} nodes={c['nodes']} pods={c['pods']} order={c['order']} "
+        f"qps/burst={c['qps']:g}/{c['burst']} kube-plugins={c['kube_plugins']} rounds={c.get('rounds', 1)} | "
+        f"nproc={m['nproc']} ({m['cpu_model']}) kube-apiserver {m['kube_apiserver']} python {m['python']}"
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=100)
+    p.add_argument("--pods", type=int, default=500)
+    p.add_argument("--workload", choices=workloads.WORKLOADS, default="plain")
+    p.add_argument("--schedulers", default="custom,kube", help="comma-separated: custom, kube (run in this order)")
+    p.add_argument("--qps", type=float, default=5000.0, help="client QPS for both schedulers (default 5000)")
+    p.add_argument("--burst", type=int, default=5000, help="client burst for both schedulers (default 5000)")
+    p.add_argument("--order", choices=("scheduler-first", "pods-first"), default="scheduler-first")
+    p.add_argument("--kube-plugins", choices=("matched", "default"), default="matched")
+    p.add_argument("--create-workers", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=0.0, help="seconds to wait for all binds (default 60 + pods/20)")
+    p.add_argument("--stall", type=float, default=30.0, help="give up after this many seconds without a new bind")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=1, help="alternate the schedulers this many times; report medians")
+    p.add_argument("--custom-log-level", default="info")
+    p.add_argument("--kube-verbosity", type=int, default=0)
+    p.add_argument("--py-spy", default="", help="record our daemon with py-spy (raw stacks) into this file")
+    p.add_argument("--keep", action="store_true", help="keep the scheduler logs and configs")
+    p.add_argument("--json", default="", help="write the raw numbers here")
+    p.add_argument("--render", metavar="JSON", help="only re-print the table of an earlier --json file")
+    a = p.parse_args(argv)
+    scheds = [s.strip() for s in a.schedulers.split(",") if s.strip()]
+    bad = [s for s in scheds if s not in SCHEDULERS]
+    if bad or not scheds:
+        p.error(f"--schedulers: unknown {bad} (choose from {', '.join(SCHEDULERS)})")
+    opts = Options(
+        nodes=a.nodes,
+        pods=a.pods,
+        workload=a.workload,
+        schedulers=scheds,
+        qps=a.qps,
+        burst=a.burst,
+        order=a.order,
+        kube_plugins=a.kube_plugins,
+        create_workers=a.create_workers,
+        timeout=a.timeout,
+        stall=a.stall,
+        seed=a.seed,
+        custom_log_level=a.custom_log_level,
+        kube_verbosity=a.kube_verbosity,
+        py_spy=a.py_spy,
+        keep=a.keep,
+        rounds=max(1, a.rounds),
+    )
+    return opts, a.json
+
+
+def summarize_collapsed(path: Path, top: int = 25) -> str:
+    """Self and inclusive time per function from py-spy's raw (collapsed) output."""
+    self_t: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        count = int(n)
+        frames = [f for f in stack.split(";") if not f.startswith("thread (") and not f.startswith("process ")]
+        total += count
+        if frames:
+            self_t[_short(frames[-1])] += count
+        for f in {_short(f) for f in frames}:
+            incl[f] += count
+    if not total:
+        return "(no samples)"
+    lines = [f"{total} samples", "self %   function"]
+    lines += [f"{100 * c / total:6.1f}   {f}" for f, c in self_t.most_common(top)]
+    lines += ["", "inclusive %   function"]
+    lines += [f"{100 * c / total:6.1f}   {f}" for f, c in incl.most_common(top)]
+    return "\n".join(lines)
+
+
+def _short(frame: str) -> str:
+    # "func (path/to/file.py:123)" -> "file.py:func"
+    name, _, loc = frame.partition(" (")
+    file = loc.rstrip(")").rsplit(":", 1)[0]
+    marker = "custom_scheduler/"
+    file = file[file.index(marker) :] if marker in file else file.rsplit("/", 1)[-1]
+    return f"{file}:{name}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--render"]:
+        # Re-print the table of an earlier --json file: python -m bench.run --render FILE
+        report = orjson.loads(Path(args[1]).read_bytes())
+        report["ratios"] = ratios(report["results"])
+        print(render_table(report["results"], parse_args([])[0], header_line(report)))
+        return 0
+    opts, json_path = parse_args(argv)
+    report = run(opts)
+    print(render_table(report["results"], opts, header_line(report)))
+    if json_path:
+        Path(json_path).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        print(f"raw numbers written to {json_path}", file=sys.stderr)
+    if opts.py_spy and Path(opts.py_spy).exists():
+        print("\npy-spy profile of custom-scheduler:\n" + summarize_collapsed(Path(opts.py_spy)))
+    failed = [s for s, r in report["results"].items() if not r.get("all_bound")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""The benchmark harness at its smoke size (100 nodes, 500 pods), so CI keeps it working.
+
+Not a timed test: it asserts that both schedulers bound every pod, that placement honoured the
+workload's constraints, and that the table carries a custom/kube ratio for every metric. The
+numbers themselves only mean something from ``python -m bench.run`` on a quiet machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import run as bench_run
+from custom_scheduler.devenv.controlplane import ControlPlane
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_smoke_both_schedulers_bind_everything(control_plane: ControlPlane) -> None:
+    opts = bench_run.Options(nodes=100, pods=500, workload="plain", schedulers=["custom", "kube"], stall=20.0)
+    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
+    results = report["results"]
+
+    for which in ("custom", "kube"):
+        r = results[which]
+        assert r["bound"] == 500, f"{which} bound {r['bound']}/500; log tail:\n{r.get('log_tail', '')}"
+        assert r["throughput_first_to_last"] > 0
+        assert r["latency_p99_s"] >= r["latency_p50_s"] >= 0
+        assert r["cpu_s"] > 0
+        assert r["peak_rss_mb"] > 0
+        assert r["placement"]["bound_on_bench_nodes"] == 500
+        assert r["placement"]["violations_total"] == 0, r["placement"]["violations"]
+
+    ratios = report["ratios"]
+    for key in ("bound", "throughput_first_to_last", "latency_p99_s", "cpu_s", "peak_rss_mb"):
+        assert ratios[key] is not None, key
+        assert ratios[key] > 0, key
+    assert ratios["bound"] == 1.0
+
+    table = bench_run.render_table(results, opts, bench_run.header_line(report))
+    assert "custom/kube" in table
+    assert "500/500" in table
+    throughput_row = next(line for line in table.splitlines() if line.startswith("throughput, first"))
+    assert throughput_row.split()[-2].endswith("x")
+
+
+def test_placement_checks_catch_each_violation() -> None:
+    """The checks that judge both schedulers do flag bad placements (no API server needed)."""
+    from bench import workloads
+
+    wl = workloads.mixed(10, 40, "t")
+    nodes = {n["metadata"]["name"]: n for n in wl.nodes}
+    tainted = next(n for n, o in nodes.items() if o["spec"]["taints"])
+    plain_non_ssd = next(
+        n for n, o in nodes.items() if not o["spec"]["taints"] and "disktype" not in o["metadata"]["labels"]
+    )
+    zone_a = [n for n, o in nodes.items() if o["metadata"]["labels"][workloads.ZONE_KEY] == "zone-a"]
+    pods = workloads.for_scheduler(wl.pods, "x", "ns")
+    by_class: dict[str, list[dict[str, Any]]] = {}
+    for p in pods:
+        by_class.setdefault(p["metadata"]["labels"][workloads.ROLE_LABEL], []).append(p)
+
+    assert workloads.placement(wl.nodes, [])["violations_total"] == 0
+    by_class["batch"][0]["spec"]["nodeName"] = tainted  # no toleration
+    by_class["ssd"][0]["spec"]["nodeName"] = plain_non_ssd  # required disktype=ssd
+    for p in by_class["cache"][:2]:
+        p["spec"]["nodeName"] = plain_non_ssd  # two anti-affine pods on one node
+    for p in by_class["web"][:3]:
+        p["spec"]["nodeName"] = zone_a[0]  # skew 3 > maxSkew 1
+    v = workloads.placement(wl.nodes, pods)["violations"]
+    assert v == {"resources": 0, "taints": 1, "node_affinity": 1, "anti_affinity": 2, "topology_spread": 1}
+
+    gw = workloads.gpu(10, 40, "g")
+    gpu_node = next(n["metadata"]["name"] for n in gw.nodes if workloads.GPU in n["status"]["allocatable"])
+    gpods = [p for p in workloads.for_scheduler(gw.pods, "x", "ns") if workloads.GPU in str(p)]
+    for p in gpods:
+        p["spec"]["nodeName"] = gpu_node
+    demand = sum(int(p["spec"]["containers"][0]["resources"]["requests"][workloads.GPU]) for p in gpods)
+    expected = 1 if demand > 8 else 0
+    assert workloads.placement(gw.nodes, gpods)["violations"]["resources"] == expected
