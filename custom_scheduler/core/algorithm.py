@@ -64,11 +64,16 @@ class Algorithm:
         nominated: Mapping[str, Sequence[Pod]] | None = None,
         *,
         find_all: bool = False,
+        detail: bool | None = None,
     ) -> ScheduleResult:
         """Pick a node for ``pod`` or raise :class:`FitError` (or FrameworkError on plugin errors).
 
         ``find_all`` evaluates every node (explain does this to report each node's verdict).
+        ``detail`` (default: ``find_all``) keeps every plugin's score per node in ``scores``;
+        without it only the totals are computed, which is the daemon's fast path.
         """
+        if detail is None:
+            detail = find_all
         nominated = nominated or {}
         nodes = snap.node_list
         if not nodes:
@@ -106,10 +111,13 @@ class Algorithm:
         st = fwk.run_pre_score(state, pod, feasible)
         if not st.is_success:
             raise RuntimeError(f"running PreScore plugin {st.plugin!r}: {st.message}")
-        if fwk.has_score_plugins:
+        if not fwk.has_score_plugins:
+            scored = [ScoredNode(n.name, 1) for n in feasible]
+        elif detail:
             scored = fwk.run_score(state, pod, feasible)
         else:
-            scored = [ScoredNode(n.name, 1) for n in feasible]
+            totals = fwk.run_score_totals(state, pod, feasible)
+            return ScheduleResult(feasible[self.select_index(totals)].name, evaluated, len(feasible), [], statuses)
         return ScheduleResult(self.select(scored), evaluated, len(feasible), scored, statuses)
 
     def _find_feasible(
@@ -151,6 +159,20 @@ class Algorithm:
                 statuses[ni.name] = s
         self.next_start = (start + processed) % n
         return feasible, processed
+
+    def select_index(self, totals: Sequence[int]) -> int:
+        """Index of the highest total; ties broken uniformly at random (same draws as :meth:`select`)."""
+        best_i, best = 0, totals[0]
+        ties = 1
+        for i in range(1, len(totals)):
+            t = totals[i]
+            if t > best:
+                best_i, best, ties = i, t, 1
+            elif t == best:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best_i = i
+        return best_i
 
     def select(self, scored: Sequence[ScoredNode]) -> str:
         """The highest total; ties broken uniformly at random (reservoir sampling)."""

@@ -51,12 +51,17 @@ class Cache:
         self._images: dict[str, ImageState] = {}
         self._gen = itertools.count(1)
         self._structure_gen = 0  # bumps when the set of nodes changes
+        # Names touched since the primary snapshot (the scheduling loop's) was last updated, so a
+        # cycle copies only what changed instead of walking every node.
+        self._dirty: set[str] = set()
+        self._primary: Snapshot | None = None
         self._ttl = ttl
         self._clock = clock
 
     # -- nodes ------------------------------------------------------------------------------------
-    def _touch(self, ni: NodeInfo) -> None:
+    def _touch(self, ni: NodeInfo, name: str) -> None:
         ni.generation = next(self._gen)
+        self._dirty.add(name)
 
     def add_node(self, node: Node) -> None:
         with self._lock:
@@ -70,7 +75,7 @@ class Cache:
                 self._structure_gen = next(self._gen)
             ni.node = node
             self._add_images(node, ni)
-            self._touch(ni)
+            self._touch(ni, node.name)
 
     update_node = add_node
 
@@ -86,7 +91,7 @@ class Cache:
             if not ni.pods:
                 del self._nodes[name]
             self._structure_gen = next(self._gen)
-            self._touch(ni)
+            self._touch(ni, name)
 
     def _add_images(self, node: Node, ni: NodeInfo) -> None:
         states = {}
@@ -117,14 +122,14 @@ class Cache:
     def _add_to_node(self, pod: Pod) -> None:
         ni = self._node_for(pod.node_name)
         ni.add_pod(pod)
-        self._touch(ni)
+        self._touch(ni, pod.node_name)
 
     def _remove_from_node(self, pod: Pod) -> None:
         ni = self._nodes.get(pod.node_name)
         if ni is None:
             return
         ni.remove_pod(pod)
-        self._touch(ni)
+        self._touch(ni, pod.node_name)
         if ni.node is None and not ni.pods:
             del self._nodes[pod.node_name]
 
@@ -221,27 +226,42 @@ class Cache:
 
     # -- snapshots --------------------------------------------------------------------------------
     def update_snapshot(self, snap: Snapshot) -> None:
-        """Bring ``snap`` up to date, copying only NodeInfos that changed since its generation."""
+        """Bring ``snap`` up to date, copying only NodeInfos that changed since it was last updated.
+
+        The first snapshot updated becomes the *primary* one (the scheduling loop's): for it the
+        cache remembers which nodes changed, so an update costs O(changed nodes). Any other
+        snapshot (explain, simulate, tests) is brought up to date by generation, in O(nodes).
+        """
         with self._lock:
-            since = snap.generation
-            changed = False
-            for name, ni in self._nodes.items():
-                if ni.node is None:
+            if self._primary is None:
+                self._primary = snap
+            structural = self._structure_gen > snap.generation
+            if snap is self._primary and snap.generation:
+                names: set[str] | list[str] = self._dirty
+            else:
+                names = [n for n, ni in self._nodes.items() if ni.generation > snap.generation]
+                structural = structural or not snap.node_list
+            for name in names:
+                ni = self._nodes.get(name)
+                if ni is None or ni.node is None:
+                    if snap.node_infos.pop(name, None) is not None:
+                        structural = True
                     continue
-                if ni.generation > since or name not in snap.node_infos:
-                    snap.node_infos[name] = ni.clone()
-                    changed = True
-            rebuild = self._structure_gen > since or len(snap.node_infos) != sum(
-                1 for ni in self._nodes.values() if ni.node is not None
-            )
-            if rebuild:
+                clone = ni.clone()
+                if name not in snap.node_infos:
+                    structural = True
+                snap.node_infos[name] = clone
+                pos = snap.positions.get(name)
+                if pos is not None and not structural:
+                    snap.node_list[pos] = clone
+            if snap is self._primary:
+                self._dirty = set()
+            if structural:
                 for name in [n for n in snap.node_infos if n not in self._nodes or self._nodes[n].node is None]:
                     del snap.node_infos[name]
                 snap.node_list = _zone_interleaved(snap.node_infos.values())
-            elif changed:
-                snap.node_list = [snap.node_infos[ni.name] for ni in snap.node_list]
-            snap.generation = max((ni.generation for ni in self._nodes.values()), default=since)
-            snap.generation = max(snap.generation, self._structure_gen)
+                snap.positions = {ni.name: i for i, ni in enumerate(snap.node_list)}
+            snap.generation = next(self._gen)
 
     def snapshot(self) -> Snapshot:
         s = Snapshot()

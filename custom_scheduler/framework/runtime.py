@@ -8,7 +8,7 @@ the daemon, ``explain`` and ``simulate`` all drive the same Framework.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,16 @@ class Framework:
         for p, _ in self.score:
             if not isinstance(p, fi.ScorePlugin):
                 raise FrameworkError(f"plugin {p.name!r} does not implement score")
+        # Resolved once: the optional batch scorer and normaliser of each score plugin.
+        self._scorers: list[tuple[fi.ScorePlugin, int, Any, Any]] = [
+            (
+                p,
+                w,
+                getattr(p, "score_batch", None),
+                p.normalize_score if isinstance(p, fi.ScoreExtensions) else None,
+            )
+            for p, w in self.score
+        ]
         self.reserve: list[fi.ReservePlugin] = point("reserve", fi.ReservePlugin)
         self.permit: list[fi.PermitPlugin] = point("permit", fi.PermitPlugin)
         self.pre_bind: list[fi.PreBindPlugin] = point("preBind", fi.PreBindPlugin)
@@ -178,33 +188,62 @@ class Framework:
                 return st.with_plugin(p.name)
         return SUCCESS
 
-    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[ScoredNode]:
-        """Score, normalise and weight; raises FrameworkError on a plugin error or invalid score."""
-        out = [ScoredNode(ni.name) for ni in nodes]
-        for p, weight in self.score:
+    def _plugin_scores(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Iterator[tuple[str, int, list[int], list[int]]]:
+        """Per active score plugin: (name, weight, raw scores, normalised scores), node-aligned.
+
+        Plugins may offer ``score_batch(state, pod, nodes) -> list[int]`` (one call for all nodes,
+        for the hot resource scorers); otherwise ``score`` runs per node. NodeScore objects are
+        built only for plugins that normalise.
+        """
+        for p, weight, batch, normalize in self._scorers:
             if p.name in state.skip_score:
                 continue
             try:
-                scores = [NodeScore(ni.name, int(p.score(state, pod, ni))) for ni in nodes]
+                raw = batch(state, pod, nodes) if batch is not None else [p.score(state, pod, ni) for ni in nodes]
             except Exception as e:
                 raise FrameworkError(f"running Score plugin {p.name!r}: {type(e).__name__}: {e}") from e
-            raw = [s.score for s in scores]
-            if isinstance(p, fi.ScoreExtensions):
-                st = p.normalize_score(state, pod, scores)
+            if normalize is not None:
+                scores = [NodeScore(ni.name, int(r)) for ni, r in zip(nodes, raw, strict=True)]
+                st = normalize(state, pod, scores)
                 if not st.is_success:
                     raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {st.message}")
-            for sn, r, s in zip(out, raw, scores, strict=True):
-                if not MIN_NODE_SCORE <= s.score <= MAX_NODE_SCORE:
-                    raise FrameworkError(
-                        f'plugin "{p.name}" returns an invalid score {s.score}, '
-                        f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-                    )
-                w = s.score * weight
-                sn.raw[p.name] = r
-                sn.normalized[p.name] = s.score
-                sn.weighted[p.name] = w
+                normalized = [s.score for s in scores]
+            else:
+                normalized = raw
+            if normalized and not (min(normalized) >= MIN_NODE_SCORE and max(normalized) <= MAX_NODE_SCORE):
+                bad = next(x for x in normalized if not MIN_NODE_SCORE <= x <= MAX_NODE_SCORE)
+                raise FrameworkError(
+                    f'plugin "{p.name}" returns an invalid score {bad}, '
+                    f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                )
+            yield p.name, weight, raw, normalized
+
+    def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[ScoredNode]:
+        """Score, normalise and weight, keeping every plugin's detail (explain, simulate).
+
+        Raises FrameworkError on a plugin error or an invalid score.
+        """
+        out = [ScoredNode(ni.name) for ni in nodes]
+        for name, weight, raw, normalized in self._plugin_scores(state, pod, nodes):
+            for sn, r, s in zip(out, raw, normalized, strict=True):
+                w = s * weight
+                sn.raw[name] = r
+                sn.normalized[name] = s
+                sn.weighted[name] = w
                 sn.total += w
         return out
+
+    def run_score_totals(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+        """The weighted totals only: the daemon's hot path (same arithmetic as :meth:`run_score`)."""
+        totals = [0] * len(nodes)
+        for _, weight, _, normalized in self._plugin_scores(state, pod, nodes):
+            if weight == 1:
+                totals = [t + s for t, s in zip(totals, normalized, strict=True)]
+            else:
+                totals = [t + s * weight for t, s in zip(totals, normalized, strict=True)]
+        return totals
 
     @property
     def has_score_plugins(self) -> bool:

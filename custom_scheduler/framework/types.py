@@ -251,6 +251,7 @@ class Snapshot:
     node_infos: dict[str, NodeInfo] = field(default_factory=dict)
     node_list: list[NodeInfo] = field(default_factory=list)
     generation: int = 0
+    positions: dict[str, int] = field(default_factory=dict)  # node name -> index in node_list
 
     def get(self, name: str) -> NodeInfo | None:
         return self.node_infos.get(name)

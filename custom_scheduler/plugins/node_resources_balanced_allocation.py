@@ -76,6 +76,29 @@ def balanced_resource_scorer(requested: Sequence[int], allocatable: Sequence[int
     return int((1 - std) * MAX_NODE_SCORE)
 
 
+def _balanced_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int) -> list[int]:
+    """:func:`balanced_resource_scorer` over (cpu, memory) for many nodes in one loop.
+
+    Same float operations in the same order, so the results are identical.
+    """
+    out = []
+    for ni in nodes:
+        node = ni.node
+        if node is None:
+            out.append(MAX_NODE_SCORE)
+            continue
+        alloc = node.allocatable
+        a_cpu, a_mem = alloc.milli_cpu, alloc.memory
+        req = ni.requested
+        if a_cpu and a_mem:
+            f1 = min(float(req.milli_cpu + p_cpu) / float(a_cpu), 1.0)
+            f2 = min(float(req.memory + p_mem) / float(a_mem), 1.0)
+            out.append(int((1 - abs((f1 - f2) / 2)) * MAX_NODE_SCORE))
+        else:
+            out.append(int((1 - 0.0) * MAX_NODE_SCORE))
+    return out
+
+
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
 
 
@@ -90,6 +113,7 @@ class NodeResourcesBalancedAllocation:
         self._scorer = resource_allocation.ResourceAllocationScorer(
             self.args.resources, balanced_resource_scorer, use_requested=True
         )
+        self._cpu_mem = tuple(r.name for r in self.args.resources) == ("cpu", "memory")
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, self._scorer.pod_requests(pod))
@@ -100,6 +124,15 @@ class NodeResourcesBalancedAllocation:
         if pod_requests is None:  # PreScore disabled in the profile: compute here, as upstream does.
             pod_requests = self._scorer.pod_requests(pod)
         return self._scorer.score(node_info, pod_requests)
+
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+        """:meth:`score` for every node at once (the runtime prefers this when present)."""
+        pod_requests = state.get(PRE_SCORE_KEY)
+        if pod_requests is None:
+            pod_requests = self._scorer.pod_requests(pod)
+        if self._cpu_mem:
+            return _balanced_cpu_mem(nodes, pod_requests[0], pod_requests[1])
+        return [self._scorer.score(node_info, pod_requests) for node_info in nodes]
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeResourcesBalancedAllocation, parse_args=parse_args)

@@ -297,6 +297,60 @@ def build_scorer(strategy: ScoringStrategy) -> resource_allocation.ResourceAlloc
     return resource_allocation.ResourceAllocationScorer(strategy.resources, fn, use_requested=False)
 
 
+def _least_allocated_cpu_mem(
+    nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int
+) -> list[int]:
+    """LeastAllocated over (cpu, memory) for many nodes in one loop: the default profile's hot path.
+
+    Same integer arithmetic as :func:`least_allocated_scorer` (a resource with allocatable 0 is
+    left out with its weight), without building per-node vectors.
+    """
+    out = []
+    for ni in nodes:
+        node = ni.node
+        if node is None:
+            out.append(0)
+            continue
+        alloc = node.allocatable
+        a_cpu, a_mem = alloc.milli_cpu, alloc.memory
+        total = wsum = 0
+        if a_cpu:
+            r = ni.non_zero_milli_cpu + p_cpu
+            if r <= a_cpu:
+                total += (a_cpu - r) * MAX_NODE_SCORE // a_cpu * w_cpu
+            wsum += w_cpu
+        if a_mem:
+            r = ni.non_zero_memory + p_mem
+            if r <= a_mem:
+                total += (a_mem - r) * MAX_NODE_SCORE // a_mem * w_mem
+            wsum += w_mem
+        out.append(total // wsum if wsum else 0)
+    return out
+
+
+def _most_allocated_cpu_mem(
+    nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int
+) -> list[int]:
+    """MostAllocated over (cpu, memory) for many nodes; same arithmetic as :func:`most_allocated_scorer`."""
+    out = []
+    for ni in nodes:
+        node = ni.node
+        if node is None:
+            out.append(0)
+            continue
+        alloc = node.allocatable
+        a_cpu, a_mem = alloc.milli_cpu, alloc.memory
+        total = wsum = 0
+        if a_cpu:
+            total += min(ni.non_zero_milli_cpu + p_cpu, a_cpu) * MAX_NODE_SCORE // a_cpu * w_cpu
+            wsum += w_cpu
+        if a_mem:
+            total += min(ni.non_zero_memory + p_mem, a_mem) * MAX_NODE_SCORE // a_mem * w_mem
+            wsum += w_mem
+        out.append(total // wsum if wsum else 0)
+    return out
+
+
 # --- plugin --------------------------------------------------------------------------------------
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
@@ -314,6 +368,15 @@ class NodeResourcesFit:
         self._ignored = frozenset(self.args.ignored_resources)
         self._ignored_groups = frozenset(self.args.ignored_resource_groups)
         self._scorer = build_scorer(self.args.scoring_strategy)
+        strategy = self.args.scoring_strategy
+        names = tuple(r.name for r in strategy.resources)
+        self._batch = None
+        if names == ("cpu", "memory"):
+            if strategy.type == LEAST_ALLOCATED:
+                self._batch = _least_allocated_cpu_mem
+            elif strategy.type == MOST_ALLOCATED:
+                self._batch = _most_allocated_cpu_mem
+        self._weights = tuple(r.weight for r in strategy.resources)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(
@@ -337,6 +400,15 @@ class NodeResourcesFit:
         if pod_requests is None:  # PreScore disabled in the profile: compute here, as upstream does.
             pod_requests = self._scorer.pod_requests(pod)
         return self._scorer.score(node_info, pod_requests)
+
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+        """:meth:`score` for every node at once (the runtime prefers this when present)."""
+        pod_requests = state.get(PRE_SCORE_KEY)
+        if pod_requests is None:
+            pod_requests = self._scorer.pod_requests(pod)
+        if self._batch is None:
+            return [self._scorer.score(ni, pod_requests) for ni in nodes]
+        return self._batch(nodes, pod_requests[0], pod_requests[1], self._weights[0], self._weights[1])
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeResourcesFit, parse_args=parse_args)

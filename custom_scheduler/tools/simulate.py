@@ -315,7 +315,7 @@ def simulate(
         cache.update_snapshot(snap)
         cs = CycleState()
         try:
-            result = algo.schedule(fwk, cs, pod, snap, nominator)
+            result = algo.schedule(fwk, cs, pod, snap, nominator, detail=True)
         except FitError as fe:
             plan = run_post_filter(fwk, cs, pod, fe)
             out.result, out.message = "unschedulable", str(fe)

@@ -49,6 +49,26 @@ def test_select_returns_a_top_scoring_node(totals: list[int], seed: int) -> None
     assert next(s.total for s in scored if s.name == chosen) == max(totals)
 
 
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=30), st.integers(0, 2**32))
+def test_fast_path_selects_exactly_like_the_detailed_path(totals: list[int], seed: int) -> None:
+    """select_index (totals only) makes the same random draws and choice as select (ScoredNodes)."""
+    scored = [ScoredNode(f"n{i}", t) for i, t in enumerate(totals)]
+    assert f"n{Algorithm(random.Random(seed)).select_index(totals)}" == Algorithm(random.Random(seed)).select(scored)
+
+
+def test_score_totals_equal_the_detailed_totals() -> None:
+    fwk, snap = _setup(*(make_node(f"n{i}").capacity(cpu=str(2 + i), memory=f"{4 + i}Gi", pods="20") for i in range(6)))
+    for i, ni in enumerate(snap.node_list):
+        ni.add_pod(make_pod(f"e{i}").req(cpu=f"{100 * i}m", memory=f"{200 * i}Mi").node(ni.name).build())
+    pod = make_pod().req(cpu="300m", memory="1Gi").build()
+    state = CycleState()
+    assert fwk.run_pre_filter(state, pod, snap.node_list).is_success
+    assert fwk.run_pre_score(state, pod, snap.node_list).is_success
+    detailed = [s.total for s in fwk.run_score(state, pod, snap.node_list)]
+    assert fwk.run_score_totals(state, pod, snap.node_list) == detailed
+    assert len(set(detailed)) > 1
+
+
 def test_ties_are_broken_uniformly() -> None:
     alg = Algorithm(random.Random(7))
     scored = [ScoredNode(f"n{i}", 10) for i in range(4)]
@@ -106,7 +126,7 @@ def test_least_allocated_prefers_the_emptier_node_and_rotates_start() -> None:
     )
     snap.get("busy").add_pod(make_pod("x").req(cpu="3", memory="6Gi").node("busy").build())  # type: ignore[union-attr]
     alg = Algorithm(random.Random(1))
-    res = alg.schedule(fwk, CycleState(), make_pod().req(cpu="100m").build(), snap)
+    res = alg.schedule(fwk, CycleState(), make_pod().req(cpu="100m").build(), snap, detail=True)
     assert res.node == "idle"
     assert res.feasible == 2
     assert {s.name: s.weighted["NodeResourcesFit"] for s in res.scores}["idle"] > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hypothesis.strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -122,6 +124,7 @@ class CacheMachine(RuleBasedStateMachine):
         self.assumed: dict[str, Pod] = {}
         self.bound: dict[str, Pod] = {}
         self.i = 0
+        self.primary = self.cache.snapshot()  # the incrementally updated (dirty-set) snapshot
 
     @rule(node=st.sampled_from(["n0", "n1", "n2"]), cpu=st.sampled_from(["100m", "250m", "1"]))
     def assume(self, node: str, cpu: str) -> None:
@@ -151,12 +154,35 @@ class CacheMachine(RuleBasedStateMachine):
         uid = data.draw(st.sampled_from(sorted(self.bound)))
         self.cache.remove_pod(self.bound.pop(uid))
 
+    @rule(name=st.sampled_from(["n0", "n1", "n2", "n3"]), cpu=st.sampled_from(["2", "4"]))
+    def add_or_update_node(self, name: str, cpu: str) -> None:
+        self.cache.add_node(make_node(name).capacity(cpu=cpu, memory="8Gi", pods="110").build())
+
+    @rule(name=st.sampled_from(["n0", "n1", "n2", "n3"]))
+    def remove_node(self, name: str) -> None:
+        self.cache.remove_node(name)
+
+    @invariant()
+    def primary_snapshot_matches_a_fresh_one(self) -> None:
+        self.cache.update_snapshot(self.primary)
+        fresh = self.cache.snapshot()
+
+        def view(s: Any) -> list[tuple[str, int, int, int]]:
+            return [(ni.name, ni.requested.milli_cpu, len(ni.pods), ni.allocatable.milli_cpu) for ni in s.node_list]
+
+        assert view(self.primary) == view(fresh)
+        assert self.primary.positions == {ni.name: i for i, ni in enumerate(self.primary.node_list)}
+        assert all(self.primary.node_infos[ni.name] is ni for ni in self.primary.node_list)
+
     @invariant()
     def consistent(self) -> None:
         assert self.cache.check_invariants() == []
         snap = self.cache.snapshot()
         total = sum(ni.requested.milli_cpu for ni in snap.node_list)
-        expected = sum(p.requests.milli_cpu for p in [*self.assumed.values(), *self.bound.values()])
+        present = set(snap.node_infos)  # pods of a removed node stay accounted, but off the snapshot
+        expected = sum(
+            p.requests.milli_cpu for p in [*self.assumed.values(), *self.bound.values()] if p.node_name in present
+        )
         assert total == expected
 
 

@@ -1,0 +1,67 @@
+"""The batch scorers (the daemon's hot path) give exactly the per-node scores, for any input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import given, settings
+
+from custom_scheduler.framework.types import CycleState, NodeInfo
+from custom_scheduler.plugins import node_resources_balanced_allocation as nrba
+from custom_scheduler.plugins import node_resources_fit as nrf
+from tests.builders import make_node, make_pod
+
+CPU = st.integers(0, 16000)
+MEM = st.integers(0, 64 * 1024)  # MiB
+
+
+@st.composite
+def cluster(draw: Any) -> tuple[list[NodeInfo], Any]:
+    nodes = []
+    for i in range(draw(st.integers(1, 8))):
+        b = make_node(f"n{i}").capacity(cpu=f"{draw(CPU)}m", memory=f"{draw(MEM)}Mi", pods="110")
+        ni = NodeInfo(b.build())
+        for j in range(draw(st.integers(0, 4))):
+            p = make_pod(f"p{i}-{j}")
+            if draw(st.booleans()):
+                p.req(cpu=f"{draw(CPU)}m")
+            if draw(st.booleans()):
+                p.req(memory=f"{draw(MEM)}Mi")
+            ni.add_pod(p.node(ni.name).build())
+        nodes.append(ni)
+    pod = make_pod("x")
+    if draw(st.booleans()):
+        pod.req(cpu=f"{draw(CPU)}m")
+    if draw(st.booleans()):
+        pod.req(memory=f"{draw(MEM)}Mi")
+    return nodes, pod.build()
+
+
+@settings(max_examples=150)
+@given(cluster(), st.sampled_from(["LeastAllocated", "MostAllocated"]), st.integers(1, 100), st.integers(1, 100))
+def test_fit_batch_equals_per_node(c: tuple[list[NodeInfo], Any], strategy: str, w1: int, w2: int) -> None:
+    nodes, pod = c
+    args = nrf.parse_args(
+        {
+            "scoringStrategy": {
+                "type": strategy,
+                "resources": [{"name": "cpu", "weight": w1}, {"name": "memory", "weight": w2}],
+            }
+        },
+        "args",
+    )
+    plugin = nrf.NodeResourcesFit(args, None)  # type: ignore[arg-type]
+    state = CycleState()
+    plugin.pre_score(state, pod, nodes)
+    assert plugin.score_batch(state, pod, nodes) == [plugin.score(state, pod, ni) for ni in nodes]
+
+
+@settings(max_examples=150)
+@given(cluster())
+def test_balanced_batch_equals_per_node(c: tuple[list[NodeInfo], Any]) -> None:
+    nodes, pod = c
+    plugin = nrba.NodeResourcesBalancedAllocation(None, None)  # type: ignore[arg-type]
+    state = CycleState()
+    plugin.pre_score(state, pod, nodes)
+    assert plugin.score_batch(state, pod, nodes) == [plugin.score(state, pod, ni) for ni in nodes]
