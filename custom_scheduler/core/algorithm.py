@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from custom_scheduler.framework.runtime import Framework, ScoredNode
-from custom_scheduler.framework.types import CycleState, FitError, NodeInfo, Snapshot, Status
+from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
 from custom_scheduler.model import Pod
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -137,26 +137,27 @@ class Algorithm:
         want = n if find_all else num_feasible_nodes_to_find(n, pct if pct is not None else self.percentage)
         if not fwk.has_score_plugins and not find_all:
             want = 1
-        feasible: list[NodeInfo] = []
         start = self.next_start % n
-        processed = 0
-        for i in range(n):
-            ni = nodes[(start + i) % n]
-            processed += 1
-            noms = nominated.get(ni.name)
-            s = (
-                fwk.run_filter_with_nominated(state, pod, ni, noms)
-                if noms
-                else fwk.run_filter(state, pod, ni)
-            )
-            if s.is_success:
-                feasible.append(ni)
-                if len(feasible) >= want:
-                    break
-            else:
-                if s.code.name == "ERROR":
-                    raise RuntimeError(f"running Filter plugin {s.plugin!r}: {s.message}")
-                statuses[ni.name] = s
+        if nominated:
+            feasible: list[NodeInfo] = []
+            processed = 0
+            for i in range(n):
+                ni = nodes[(start + i) % n]
+                processed += 1
+                noms = nominated.get(ni.name)
+                s = fwk.run_filter_with_nominated(state, pod, ni, noms) if noms else fwk.run_filter(state, pod, ni)
+                if s.is_success:
+                    feasible.append(ni)
+                    if len(feasible) >= want:
+                        break
+                else:
+                    statuses[ni.name] = s
+        else:
+            feasible, rejected, processed = fwk.filter_many(state, pod, nodes, start=start, want=want)
+            statuses.update(rejected)
+        for s in statuses.values():
+            if s.code is Code.ERROR:
+                raise RuntimeError(f"running Filter plugin {s.plugin!r}: {s.message}")
         self.next_start = (start + processed) % n
         return feasible, processed
 
