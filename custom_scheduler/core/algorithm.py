@@ -143,7 +143,7 @@ class Algorithm:
             processed = 0
             for i in range(n):
                 ni = nodes[(start + i) % n]
-                processed += 1
+                processed = i + 1
                 noms = nominated.get(ni.name)
                 s = fwk.run_filter_with_nominated(state, pod, ni, noms) if noms else fwk.run_filter(state, pod, ni)
                 if s.is_success:
