@@ -14,6 +14,7 @@ Shadow mode (``--dry-run``) never writes, so it neither takes nor waits for the 
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 
@@ -25,6 +26,16 @@ from custom_scheduler.metrics import Metrics
 from custom_scheduler.reload import ConfigWatcher
 
 log = structlog.get_logger("custom_scheduler.daemon")
+
+
+def tune_gc() -> None:
+    """After the caches are warm: move everything alive into the permanent generation and make
+    collections rarer. The daemon's long-lived objects (every node and pod) would otherwise be
+    re-scanned by each full collection, which took 14-34 ms per gen-2 collection at 1000 nodes
+    and dominated the p99 of a scheduling cycle; the cycle itself creates few cycles of garbage."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
 
 
 def serve(
@@ -87,6 +98,7 @@ def serve(
                 log.error("caches_not_synced", timeout=sync_timeout)
                 return 1
             log.info("caches_synced", nodes=len(app.nodes.list()), pods=len(app.pods.list()))
+            tune_gc()
         if elector is None:
             metrics.set_leader(not dry_run)
             if cfg.delay_cache_until_active:
