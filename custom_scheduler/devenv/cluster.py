@@ -30,6 +30,20 @@ def create_namespace(kube: KubeClient, name: str, labels: dict[str, str] | None 
         kube.post("/api/v1/namespaces", body)
 
 
+def delete_namespace(kube: KubeClient, name: str) -> None:
+    """Delete a namespace *and its pods now*: no namespace controller runs on the test control
+    plane, so without this its pods (pending ones included) would outlive it and be seen by every
+    later scheduler in the session."""
+    try:
+        kube.delete(pod_path(name), {"gracePeriodSeconds": 0})  # deletecollection
+    except errors.NotFound:
+        pass
+    try:
+        kube.delete(f"/api/v1/namespaces/{name}")
+    except errors.NotFound:
+        pass
+
+
 def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
     """Create a Node, mark it Ready and leave it with exactly the taints in ``obj``."""
     name = obj["metadata"]["name"]

@@ -272,7 +272,7 @@ def run_demo(
                 kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
             except errors.NotFound:
                 pass
-        kube.delete(f"/api/v1/namespaces/{NAMESPACE}")
+        cluster.delete_namespace(kube, NAMESPACE)
     return result, rc
 
 

@@ -119,12 +119,8 @@ def test_watch_expired_410_relists_and_turns_vanished_pods_into_deletes(
     nodes(make_node("big").capacity(cpu="8", memory="8Gi", pods="10"))
     _wait_bound(kube, namespace, ["newcomer"], timeout=30)
     assert "doomed" not in _nodes_of(kube, namespace)
-    assert not any(qpi.pod.name == "doomed" for _, qpi in _queued(app))
+    assert not any(pod.name == "doomed" and pod.namespace == namespace for _, pod in app.queue.pending_pods())
     _assert_healthy(kube, app)
-
-
-def _queued(app: App) -> list[tuple[Any, Any]]:
-    return [(where, p) for where, p in app.queue.pending_pods()]
 
 
 def test_silent_watch_is_noticed_by_the_read_timeout(

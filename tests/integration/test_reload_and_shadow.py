@@ -31,8 +31,9 @@ def test_shadow_mode_decides_but_never_writes(
     for i in range(3):
         create_pod(make_pod(f"fits-{i}").req(cpu="500m").obj())
     create_pod(make_pod("too-big").req(cpu="8").obj())
-    cluster.wait_for(lambda: len({d.pod for d in decisions}) >= 4, timeout=20, what="four decisions")
-    by_pod = {d.pod.split("/")[1]: d for d in decisions}
+    mine = [f"{namespace}/fits-{i}" for i in range(3)] + [f"{namespace}/too-big"]
+    cluster.wait_for(lambda: set(mine) <= {d.pod for d in decisions}, timeout=20, what="four decisions")
+    by_pod = {d.pod.split("/")[1]: d for d in decisions if d.pod in mine}
     assert all(by_pod[f"fits-{i}"].result == "scheduled" for i in range(3))
     assert by_pod["too-big"].result == "unschedulable"
     # The decisions were assumed in memory (later decisions see them) ...
