@@ -12,6 +12,7 @@ so tiny images do not matter and one huge image cannot dominate. No normalisatio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from custom_scheduler.framework import registry
@@ -69,6 +70,19 @@ class ImageLocality:
             return 0
         total_nodes = len(self._handle.snapshot_nodes())
         return calculate_priority(sum_image_scores(node_info, pod.images, total_nodes), len(pod.images))
+
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+        """:meth:`score` for every node at once; a node with none of the pod's images scores the
+        same as one without images (the clamp's floor), computed once."""
+        if not pod.images:
+            return [0] * len(nodes)
+        total_nodes = len(self._handle.snapshot_nodes())
+        n_images = len(pod.images)
+        floor = calculate_priority(0, n_images)
+        return [
+            calculate_priority(sum_image_scores(ni, pod.images, total_nodes), n_images) if ni.image_states else floor
+            for ni in nodes
+        ]
 
 
 SPEC = registry.PluginSpec(NAME, factory=ImageLocality, parse_args=registry.no_args)

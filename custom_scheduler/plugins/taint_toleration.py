@@ -76,6 +76,16 @@ class TaintToleration:
             return 0
         return count_intolerable_prefer_no_schedule(node.taints, state.read(PRE_SCORE_KEY))
 
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+        """:meth:`score` for every node at once; untainted nodes (the usual case) cost one check."""
+        tolerations = state.read(PRE_SCORE_KEY)
+        out = []
+        for ni in nodes:
+            node = ni.node
+            taints = node.taints if node is not None else ()
+            out.append(count_intolerable_prefer_no_schedule(taints, tolerations) if taints else 0)
+        return out
+
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         helpers.default_normalize_score(scores, reverse=True)
         return SUCCESS

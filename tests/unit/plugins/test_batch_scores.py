@@ -65,3 +65,57 @@ def test_balanced_batch_equals_per_node(c: tuple[list[NodeInfo], Any]) -> None:
     state = CycleState()
     plugin.pre_score(state, pod, nodes)
     assert plugin.score_batch(state, pod, nodes) == [plugin.score(state, pod, ni) for ni in nodes]
+
+
+class _Handle:
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.nodes = nodes
+
+    def snapshot_nodes(self) -> list[NodeInfo]:
+        return self.nodes
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.sampled_from([("a", "PreferNoSchedule"), ("b", "PreferNoSchedule"), ("c", "NoSchedule")]),
+                max_size=3,
+                unique=True,
+            ),
+            st.lists(st.sampled_from(["img-a:1", "img-b:1"]), max_size=2, unique=True),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.sampled_from(["a", "b"]), max_size=2, unique=True),
+    st.lists(st.sampled_from(["img-a:1", "img-b:1", "img-c:1"]), min_size=0, max_size=3),
+)
+def test_taint_and_image_batches_equal_per_node(
+    spec: list[tuple[list[tuple[str, str]], list[str]]], tolerated: list[str], images: list[str]
+) -> None:
+    from custom_scheduler.core.cache import Cache
+    from custom_scheduler.plugins import image_locality, taint_toleration
+
+    cache = Cache()
+    for i, (taints, imgs) in enumerate(spec):
+        b = make_node(f"n{i}")
+        for key, effect in taints:
+            b.taint(key, "", effect)
+        for img in imgs:
+            b.image(img, 300 * 1024 * 1024)
+        cache.add_node(b.build())
+    nodes = cache.snapshot().node_list
+    pod_b = make_pod("x")
+    for key in tolerated:
+        pod_b.toleration(key, "", "PreferNoSchedule", operator="Exists")
+    for j, img in enumerate(images):
+        pod_b.image(img, 0) if j == 0 else pod_b.req(container=j).image(img, j)
+    pod = pod_b.build()
+    state = CycleState()
+    tt = taint_toleration.TaintToleration(None, None)  # type: ignore[arg-type]
+    tt.pre_score(state, pod, nodes)
+    assert tt.score_batch(state, pod, nodes) == [tt.score(state, pod, ni) for ni in nodes]
+    il = image_locality.ImageLocality(None, _Handle(nodes))  # type: ignore[arg-type]
+    assert il.score_batch(state, pod, nodes) == [il.score(state, pod, ni) for ni in nodes]
