@@ -283,15 +283,21 @@ class Framework:
     def has_score_plugins(self) -> bool:
         return bool(self.score)
 
-    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        for p in self.reserve:
+    @staticmethod
+    def _run_until_failure(plugins: Sequence[Any], method: str, state: CycleState, pod: Pod, node: str) -> Status:
+        """Reserve, Permit and PreBind: run in order, stop at the first non-success (exceptions
+        become ERROR statuses stamped with the plugin's name)."""
+        for p in plugins:
             try:
-                st = p.reserve(state, pod, node_name)
+                st: Status = getattr(p, method)(state, pod, node)
             except Exception as e:
                 st = Status.from_exception(e, p.name)
             if not st.is_success:
                 return st.with_plugin(p.name)
         return SUCCESS
+
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        return self._run_until_failure(self.reserve, "reserve", state, pod, node_name)
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in reversed(self.reserve):
@@ -301,25 +307,11 @@ class Framework:
                 pass
 
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        for p in self.permit:
-            try:
-                st = p.permit(state, pod, node_name)
-            except Exception as e:
-                st = Status.from_exception(e, p.name)
-            if not st.is_success:
-                return st.with_plugin(p.name)
-        return SUCCESS
+        return self._run_until_failure(self.permit, "permit", state, pod, node_name)
 
     # -- binding cycle ----------------------------------------------------------------------------
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        for p in self.pre_bind:
-            try:
-                st = p.pre_bind(state, pod, node_name)
-            except Exception as e:
-                st = Status.from_exception(e, p.name)
-            if not st.is_success:
-                return st.with_plugin(p.name)
-        return SUCCESS
+        return self._run_until_failure(self.pre_bind, "pre_bind", state, pod, node_name)
 
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for p in self.bind:
