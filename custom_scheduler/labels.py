@@ -82,7 +82,10 @@ class Selector:
     def matches(self, labels: Mapping[str, str]) -> bool:
         if self.nothing:
             return False
-        return all(r.matches(labels) for r in self.requirements)
+        for r in self.requirements:  # noqa: SIM110 - per pod x node: a loop beats a generator
+            if not r.matches(labels):
+                return False
+        return True
 
     @property
     def is_empty(self) -> bool:
@@ -115,10 +118,15 @@ class NodeSelectorTerm:
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         if not self.expressions and not self.fields:
             return False
-        if not all(r.matches(labels) for r in self.expressions):
-            return False
-        fields = {"metadata.name": node_name}
-        return all(r.matches(fields) for r in self.fields)
+        for r in self.expressions:
+            if not r.matches(labels):
+                return False
+        if self.fields:
+            fields = {"metadata.name": node_name}
+            for r in self.fields:
+                if not r.matches(fields):
+                    return False
+        return True
 
 
 def compile_node_selector_term(doc: Mapping[str, Any]) -> NodeSelectorTerm:
@@ -139,7 +147,10 @@ class NodeSelector:
     terms: tuple[NodeSelectorTerm, ...]
 
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
-        return any(t.matches(node_name, labels) for t in self.terms)
+        for t in self.terms:  # noqa: SIM110 - hot path
+            if t.matches(node_name, labels):
+                return True
+        return False
 
 
 def compile_node_selector(doc: Mapping[str, Any]) -> NodeSelector:

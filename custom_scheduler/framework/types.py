@@ -14,6 +14,7 @@ so a reader of upstream finds the same concepts under the same names:
 from __future__ import annotations
 
 import enum
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,11 +52,11 @@ class Status:
 
     @staticmethod
     def unschedulable(*reasons: str) -> Status:
-        return Status(Code.UNSCHEDULABLE, reasons)
+        return _interned(Code.UNSCHEDULABLE, reasons, "")
 
     @staticmethod
     def unresolvable(*reasons: str) -> Status:
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+        return _interned(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, "")
 
     @staticmethod
     def from_exception(e: BaseException, plugin: str = "") -> Status:
@@ -82,7 +83,18 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin == plugin else Status(self.code, self.reasons, plugin, self.error)
+        if self.plugin == plugin:
+            return self
+        if self.error is None:
+            return _interned(self.code, self.reasons, plugin)
+        return Status(self.code, self.reasons, plugin, self.error)
+
+
+@functools.lru_cache(maxsize=8192)
+def _interned(code: Code, reasons: tuple[str, ...], plugin: str) -> Status:
+    """Rejections repeat the same few (code, reasons, plugin) values on thousands of nodes per
+    cycle; a Status is immutable, so one shared instance per value spares the allocations."""
+    return Status(code, reasons, plugin)
 
 
 SUCCESS = Status()

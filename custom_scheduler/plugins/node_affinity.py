@@ -162,7 +162,10 @@ class RequiredNodeAffinity:
         if self.terms is None:
             return True
         name, node_labels = node.name, node.labels
-        return any(t is not None and t.matches(name, node_labels) for t in self.terms)
+        for t in self.terms:  # noqa: SIM110 - hot path
+            if t is not None and t.matches(name, node_labels):
+                return True
+        return False
 
 
 def _node_affinity(pod: Pod) -> Mapping[str, Any]:
