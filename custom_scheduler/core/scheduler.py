@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -31,7 +30,7 @@ from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
 from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.framework.runtime import Framework, FrameworkError
-from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
+from custom_scheduler.framework.types import CycleState, FitError, Snapshot
 from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import default_binder
 
@@ -97,7 +96,7 @@ class Scheduler:
         if pod.node_name:
             self.cache.add_pod(pod)
             self.nominator.remove(pod)
-            self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _affinity_pre_check(pod))
+            self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _may_need_other_pods)
         elif self.responsible_for(pod):
             if pod.nominated_node_name:
                 self.nominator.add(pod, pod.nominated_node_name)
@@ -105,11 +104,12 @@ class Scheduler:
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
         if new.node_name:
+            self.cache.update_pod(new)
             if not old.node_name:
                 # Bound (by us, confirmed; or by someone else): leaves the queue, enters the cache.
                 self.queue.delete(new)
                 self.nominator.remove(new)
-            self.cache.update_pod(new)
+                self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _may_need_other_pods)
             if old.labels != new.labels:
                 self.queue.move_all_to_active_or_backoff("AssignedPodUpdate")
         elif self.responsible_for(new):
@@ -321,18 +321,8 @@ class Scheduler:
         self._binders.shutdown(wait=True, cancel_futures=False)
 
 
-def _affinity_pre_check(pod: Pod) -> Callable[[Pod], bool]:
+def _may_need_other_pods(p: Pod) -> bool:
     """An assigned pod appeared. That frees nothing, so only pods that may have failed on pod
     affinity or topology spread can become schedulable (v1.20 narrowed AssignedPodAdd the same
     way); moving every unschedulable pod on each bind of a burst would only churn the queue."""
-    return lambda p: p.has_pod_affinity or bool(p.topology_spread_constraints)
-
-
-def fit_status_summary(statuses: Mapping[str, Status]) -> dict[str, Any]:
-    """Reason → node count, for logs."""
-    out: dict[str, int] = {}
-    for st in statuses.values():
-        for r in st.reasons:
-            out[r] = out.get(r, 0) + 1
-    unresolvable = sum(1 for s in statuses.values() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-    return {"reasons": out, "unresolvable": unresolvable}
+    return p.has_pod_affinity or bool(p.topology_spread_constraints)
