@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.types import ImageState, NodeInfo, Snapshot
 from custom_scheduler.model import Node, Pod
 
@@ -254,6 +255,8 @@ class Cache:
                 pos = snap.positions.get(name)
                 if pos is not None and not structural:
                     snap.node_list[pos] = clone
+                    if snap.arrays is not None:
+                        snap.arrays.set_row(pos, clone)
             if snap is self._primary:
                 self._dirty = set()
             if structural:
@@ -261,6 +264,8 @@ class Cache:
                     del snap.node_infos[name]
                 snap.node_list = _zone_interleaved(snap.node_infos.values())
                 snap.positions = {ni.name: i for i, ni in enumerate(snap.node_list)}
+                snap.arrays = NodeArrays()
+                snap.arrays.rebuild(snap.node_list)
             snap.generation = next(self._gen)
 
     def snapshot(self) -> Snapshot:

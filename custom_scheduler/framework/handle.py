@@ -45,6 +45,9 @@ class SnapshotHandle:
     def get_node(self, name: str) -> NodeInfo | None:
         return self.snapshot.get(name)
 
+    def current_snapshot(self) -> Snapshot:
+        return self.snapshot
+
     @property
     def client(self) -> Any:
         return self._client

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
+from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Snapshot, Status
 from custom_scheduler.labels import Selector
 from custom_scheduler.model import Pod, PodDisruptionBudget
 
@@ -133,6 +133,10 @@ class Handle(Protocol):
         ...
 
     def get_node(self, name: str) -> NodeInfo | None: ...
+
+    def current_snapshot(self) -> Snapshot:
+        """The snapshot of the current cycle (vectorised plugins read its ``arrays``)."""
+        ...
 
     @property
     def client(self) -> Any:

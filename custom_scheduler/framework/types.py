@@ -264,6 +264,7 @@ class Snapshot:
     node_list: list[NodeInfo] = field(default_factory=list)
     generation: int = 0
     positions: dict[str, int] = field(default_factory=dict)  # node name -> index in node_list
+    arrays: Any = None  # framework.arrays.NodeArrays aligned with node_list (set by the cache)
 
     def get(self, name: str) -> NodeInfo | None:
         return self.node_infos.get(name)

@@ -26,7 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from custom_scheduler.framework import registry
+import numpy as np
+import numpy.typing as npt
+
+from custom_scheduler.framework import arrays, registry
+from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState, NodeInfo, StateKey, Status
 from custom_scheduler.model import Pod
@@ -351,10 +355,36 @@ def _most_allocated_cpu_mem(
     return out
 
 
+def _vector_cpu_mem(
+    arrays: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int, *, most: bool
+) -> list[int]:
+    """:func:`_least_allocated_cpu_mem` / :func:`_most_allocated_cpu_mem` over snapshot columns:
+    the same integer formulas (floor division of non-negative values), element-wise."""
+    total = np.zeros(len(idx), dtype=np.int64)
+    wsum = np.zeros(len(idx), dtype=np.int64)
+    for col_alloc, col_used, p, w in (("alloc_cpu", "nz_cpu", p_cpu, w_cpu), ("alloc_mem", "nz_mem", p_mem, w_mem)):
+        a = arrays.col(col_alloc)[idx]
+        r = arrays.col(col_used)[idx] + p
+        has = a > 0
+        safe = np.where(has, a, 1)
+        if most:
+            term = np.minimum(r, a) * MAX_NODE_SCORE // safe
+            total += np.where(has, term * w, 0)
+        else:
+            term = (a - r) * MAX_NODE_SCORE // safe
+            total += np.where(has & (r <= a), term * w, 0)
+        wsum += np.where(has, w, 0)
+    out = np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+    scores: list[int] = out.tolist()
+    return scores
+
+
 # --- plugin --------------------------------------------------------------------------------------
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
+#: (snapshot node list, positions, per-row "fits") computed once per pod from the snapshot columns.
+FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], list[bool]]] = StateKey(f"FastFilter{NAME}")
 
 
 class NodeResourcesFit:
@@ -363,7 +393,7 @@ class NodeResourcesFit:
     name: ClassVar[str] = NAME
 
     def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
-        del handle
+        self._handle = handle
         self.args = args or NodeResourcesFitArgs()
         self._ignored = frozenset(self.args.ignored_resources)
         self._ignored_groups = frozenset(self.args.ignored_resource_groups)
@@ -379,13 +409,32 @@ class NodeResourcesFit:
         self._weights = tuple(r.weight for r in strategy.resources)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        state.write(
-            PRE_FILTER_KEY,
-            compute_pre_filter_state(pod, ignored_resources=self._ignored, ignored_groups=self._ignored_groups),
-        )
+        s = compute_pre_filter_state(pod, ignored_resources=self._ignored, ignored_groups=self._ignored_groups)
+        state.write(PRE_FILTER_KEY, s)
+        snap = arrays.snapshot_of(self._handle)
+        if snap is not None and not s.scalars:
+            # Which snapshot nodes surely fit, for all nodes in a few array operations; Filter
+            # then only computes reasons for the others (and for nodes that are modified copies).
+            a: NodeArrays = snap.arrays
+            ok = a.col("pod_count") + 1 <= a.col("allowed_pods")
+            if not s.requests_nothing:
+                for want, alloc, used in (
+                    (s.milli_cpu, "alloc_cpu", "req_cpu"),
+                    (s.memory, "alloc_mem", "req_mem"),
+                    (s.ephemeral_storage, "alloc_eph", "req_eph"),
+                ):
+                    if want > 0:
+                        ok &= want <= a.col(alloc) - a.col(used)
+            state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok.tolist()))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        fast = state.get(FAST_FILTER_KEY)
+        if fast is not None:
+            node_list, positions, ok = fast
+            i = positions.get(node_info.name)
+            if i is not None and ok[i] and node_list[i] is node_info:
+                return SUCCESS
         reasons = insufficient_resources(state.read(PRE_FILTER_KEY), node_info)
         if reasons:
             return Status.unschedulable(*reasons)
@@ -408,6 +457,10 @@ class NodeResourcesFit:
             pod_requests = self._scorer.pod_requests(pod)
         if self._batch is None:
             return [self._scorer.score(ni, pod_requests) for ni in nodes]
+        rows = arrays.rows_of(self._handle, nodes, state)
+        if rows is not None:
+            most = self._batch is _most_allocated_cpu_mem
+            return _vector_cpu_mem(rows[0], rows[1], pod_requests[0], pod_requests[1], *self._weights, most=most)
         return self._batch(nodes, pod_requests[0], pod_requests[1], self._weights[0], self._weights[1])
 
 
