@@ -47,7 +47,7 @@ class Code(enum.Enum):
 class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
-    plugin: str = ""
+    plugin: str = field(default="", compare=False)  # attribution, not part of the verdict
     error: BaseException | None = field(default=None, compare=False)
 
     @staticmethod

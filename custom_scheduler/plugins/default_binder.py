@@ -85,7 +85,7 @@ class DefaultBinder:
         try:
             retrying(client.post, path, body, timeout=(5.0, 15.0))
         except errors.Conflict as e:
-            if f"already assigned to node \"{node_name}\"" in e.message:
+            if f'already assigned to node "{node_name}"' in e.message:
                 return SUCCESS
             return Status(Code.ERROR, (REASON_ASSIGNED_ELSEWHERE, e.message), NAME, e)
         except errors.NotFound as e:

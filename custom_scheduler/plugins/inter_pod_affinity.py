@@ -39,6 +39,7 @@ from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    Code,
     CycleState,
     NodeInfo,
     NodeScore,
@@ -58,6 +59,12 @@ ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affini
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+# Shared, pre-stamped rejections (Filter returns them on many nodes per cycle).
+_REJECT_AFFINITY = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_AFFINITY_RULES_NOT_MATCH,), NAME)
+_REJECT_ANTI = Status(Code.UNSCHEDULABLE, (ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,), NAME)
+_REJECT_EXISTING = Status(Code.UNSCHEDULABLE, (ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,), NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,16 +385,16 @@ class InterPodAffinity:
             return Status.as_error("node not found", NAME)
         labels = node.labels
         if s.terms.required_affinity and not _satisfies_affinity(s, labels):
-            return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+            return _REJECT_AFFINITY
         if s.anti.nonzero:
             for t in s.terms.required_anti_affinity:
                 value = labels.get(t.topology_key)
                 if value is not None and s.anti.get((t.topology_key, value)) > 0:
-                    return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+                    return _REJECT_ANTI
         if s.existing_anti.nonzero:
             for pair in labels.items():
                 if s.existing_anti.get(pair) > 0:
-                    return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+                    return _REJECT_EXISTING
         return SUCCESS
 
     def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:

@@ -32,7 +32,7 @@ from custom_scheduler import labels
 from custom_scheduler.errors import FieldError
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, NodeInfo, NodeScore, StateKey, Status
+from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, NodeScore, StateKey, Status
 from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import args_reader, helpers
 
@@ -145,6 +145,12 @@ def compile_preferred(docs: Sequence[Mapping[str, Any]]) -> PreferredTerms:
 
 def preferred_score(terms: PreferredTerms, node: Node) -> int:
     return sum(w for w, t in terms if t.matches(node.name, node.labels))
+
+
+# Rejections are shared constants, stamped with the plugin's name: Filter returns them on
+# thousands of nodes per cycle.
+_REJECT_ENFORCED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_ENFORCED,), NAME)
+_REJECT_POD = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_POD,), NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,12 +300,12 @@ class NodeAffinity:
         if node is None:
             return Status.as_error(ERR_REASON_INVALID_NODE_INFO)
         if self._added_required is not None and not self._added_required.matches(node.name, node.labels):
-            return Status.unresolvable(ERR_REASON_ENFORCED)
+            return _REJECT_ENFORCED
         required = state.get(PRE_FILTER_KEY)
         if required is None:  # PreFilter disabled in the profile: compile here, as upstream does.
             required = compile_required_node_affinity(pod)
         if not required.matches(node):
-            return Status.unresolvable(ERR_REASON_POD)
+            return _REJECT_POD
         return SUCCESS
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Status
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
 from custom_scheduler.model import Pod
 
 NAME = "NodeName"
@@ -23,6 +23,9 @@ ERR_REASON = "node(s) didn't match the requested node name"
 def fits(pod: Pod, node_info: NodeInfo) -> bool:
     """Whether ``pod`` names no node or names this one."""
     return not pod.node_name or pod.node_name == node_info.name
+
+
+_REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON,), NAME)  # shared, pre-stamped
 
 
 class NodeName:
@@ -36,7 +39,7 @@ class NodeName:
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         if fits(pod, node_info):
             return SUCCESS
-        return Status.unresolvable(ERR_REASON)
+        return _REJECT
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeName, parse_args=registry.no_args)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
 from custom_scheduler.model import HostPort, Pod
 
 NAME = "NodePorts"
@@ -52,6 +52,9 @@ def fits(pod: Pod, node_info: NodeInfo) -> bool:
     return fits_ports(pod.host_ports, node_info)
 
 
+_REJECT = Status(Code.UNSCHEDULABLE, (ERR_REASON,), NAME)  # shared, pre-stamped
+
+
 class NodePorts:
     """PreFilter + Filter on host-port conflicts."""
 
@@ -71,7 +74,7 @@ class NodePorts:
         wanted: tuple[HostPort, ...] = state.read(PRE_FILTER_KEY)
         if fits_ports(wanted, node_info):
             return SUCCESS
-        return Status.unschedulable(ERR_REASON)
+        return _REJECT
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodePorts, parse_args=registry.no_args)

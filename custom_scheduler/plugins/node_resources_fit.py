@@ -301,9 +301,7 @@ def build_scorer(strategy: ScoringStrategy) -> resource_allocation.ResourceAlloc
     return resource_allocation.ResourceAllocationScorer(strategy.resources, fn, use_requested=False)
 
 
-def _least_allocated_cpu_mem(
-    nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int
-) -> list[int]:
+def _least_allocated_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int) -> list[int]:
     """LeastAllocated over (cpu, memory) for many nodes in one loop: the default profile's hot path.
 
     Same integer arithmetic as :func:`least_allocated_scorer` (a resource with allocatable 0 is
@@ -332,9 +330,7 @@ def _least_allocated_cpu_mem(
     return out
 
 
-def _most_allocated_cpu_mem(
-    nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int
-) -> list[int]:
+def _most_allocated_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int) -> list[int]:
     """MostAllocated over (cpu, memory) for many nodes; same arithmetic as :func:`most_allocated_scorer`."""
     out = []
     for ni in nodes:

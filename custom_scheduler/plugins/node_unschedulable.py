@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Status
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
 from custom_scheduler.model import Pod, Taint, tolerates_all
 
 NAME = "NodeUnschedulable"
@@ -22,6 +22,9 @@ ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
 
 #: The taint a cordoned node is treated as carrying.
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+_REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNSCHEDULABLE,), NAME)  # shared, pre-stamped
 
 
 class NodeUnschedulable:
@@ -38,7 +41,7 @@ class NodeUnschedulable:
             return Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
         if not node.unschedulable or tolerates_all(pod.tolerations, UNSCHEDULABLE_TAINT):
             return SUCCESS
-        return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+        return _REJECT
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeUnschedulable, parse_args=registry.no_args)

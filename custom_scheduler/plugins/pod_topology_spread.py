@@ -37,6 +37,7 @@ from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    Code,
     CycleState,
     NodeInfo,
     NodeScore,
@@ -73,6 +74,11 @@ _CONSTRAINT_FIELDS = (
     "nodeTaintsPolicy",
     "matchLabelKeys",
 )
+
+
+# Shared, pre-stamped rejections (Filter returns them on many nodes per cycle).
+_REJECT_LABEL = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_NODE_LABEL_NOT_MATCH,), NAME)
+_REJECT_SKEW = Status(Code.UNSCHEDULABLE, (ERR_REASON_CONSTRAINTS_NOT_MATCH,), NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,9 +309,9 @@ class PodTopologySpread:
         for i, c in enumerate(s.constraints):
             value = labels.get(c.topology_key)
             if value is None:
-                return Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
+                return _REJECT_LABEL
             if s.count(i, value) + s.self_match[i] - s.global_min[i] > c.max_skew:
-                return Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+                return _REJECT_SKEW
         return SUCCESS
 
     def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, NodeScore, StateKey, Status
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, NodeScore, StateKey, Status
 from custom_scheduler.model import Pod, Taint, Toleration, tolerates_all
 from custom_scheduler.plugins import helpers
 
@@ -56,15 +56,26 @@ class TaintToleration:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
+        self._rejections: dict[Taint, Status] = {}
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         node = node_info.node
         if node is None:
             return Status.as_error(ERR_REASON_INVALID_NODE_INFO)
-        taint = find_untolerated_taint(node.taints, pod.tolerations)
+        taints = node.taints
+        if not taints:
+            return SUCCESS
+        taint = find_untolerated_taint(taints, pod.tolerations)
         if taint is None:
             return SUCCESS
-        return Status.unresolvable(untolerated_reason(taint))
+        st = self._rejections.get(taint)
+        if st is None:  # one shared, pre-stamped Status per taint
+            st = self._rejections[taint] = Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (untolerated_reason(taint),), NAME
+            )
+            if len(self._rejections) > 4096:
+                self._rejections.clear()
+        return st
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, tuple(t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)))
