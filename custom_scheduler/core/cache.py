@@ -247,8 +247,12 @@ class Cache:
                 if ni is None or ni.node is None:
                     if snap.node_infos.pop(name, None) is not None:
                         structural = True
+                    snap.affinity_nodes.discard(name)
+                    snap.anti_affinity_nodes.discard(name)
                     continue
                 clone = ni.clone()
+                _mark(snap.affinity_nodes, name, bool(clone.pods_with_affinity))
+                _mark(snap.anti_affinity_nodes, name, bool(clone.pods_with_required_anti_affinity))
                 if name not in snap.node_infos:
                     structural = True
                 snap.node_infos[name] = clone
@@ -266,6 +270,8 @@ class Cache:
                 snap.positions = {ni.name: i for i, ni in enumerate(snap.node_list)}
                 snap.arrays = NodeArrays()
                 snap.arrays.rebuild(snap.node_list)
+                snap.affinity_nodes = {ni.name for ni in snap.node_list if ni.pods_with_affinity}
+                snap.anti_affinity_nodes = {ni.name for ni in snap.node_list if ni.pods_with_required_anti_affinity}
             snap.generation = next(self._gen)
 
     def snapshot(self) -> Snapshot:
@@ -310,6 +316,13 @@ class Cache:
                 if holder is None or uid not in holder.pods:
                     problems.append(f"pod {st.pod.key} is missing from node {st.pod.node_name}")
         return problems
+
+
+def _mark(names: set[str], name: str, present: bool) -> None:
+    if present:
+        names.add(name)
+    else:
+        names.discard(name)
 
 
 def _with_node(pod: Pod, node_name: str) -> Pod:

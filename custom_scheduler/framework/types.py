@@ -265,6 +265,14 @@ class Snapshot:
     generation: int = 0
     positions: dict[str, int] = field(default_factory=dict)  # node name -> index in node_list
     arrays: Any = None  # framework.arrays.NodeArrays aligned with node_list (set by the cache)
+    # Names of nodes holding pods with pod (anti-)affinity / required anti-affinity: InterPodAffinity
+    # visits only these instead of every node, for pods without affinity of their own.
+    affinity_nodes: set[str] = field(default_factory=set)
+    anti_affinity_nodes: set[str] = field(default_factory=set)
+
+    def nodes_named(self, names: set[str]) -> list[NodeInfo]:
+        infos = self.node_infos
+        return [infos[n] for n in names if n in infos]
 
     def get(self, name: str) -> NodeInfo | None:
         return self.node_infos.get(name)

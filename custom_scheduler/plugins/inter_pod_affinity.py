@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from custom_scheduler.framework import arrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import (
@@ -325,7 +326,7 @@ class InterPodAffinity:
         ns_labels = _NamespaceLabels(self._handle)
         all_nodes = self._handle.snapshot_nodes()
         existing_anti: dict[Pair, int] = {}
-        for ni in all_nodes:
+        for ni in self._nodes_with(all_nodes, anti=True):
             if not ni.pods_with_required_anti_affinity or ni.node is None:
                 continue
             labels = ni.node.labels
@@ -346,6 +347,14 @@ class InterPodAffinity:
         if not existing_anti and not terms.required_affinity and not terms.required_anti_affinity:
             return SKIP
         return SUCCESS
+
+    def _nodes_with(self, all_nodes: Sequence[NodeInfo], *, anti: bool) -> Sequence[NodeInfo]:
+        """Nodes holding pods with (anti-)affinity: the snapshot keeps their names, so pods without
+        affinity of their own cost O(such nodes) instead of O(all nodes); else every node."""
+        snap = arrays.snapshot_of(self._handle)
+        if snap is None or snap.node_list is not all_nodes:
+            return all_nodes
+        return snap.nodes_named(snap.anti_affinity_nodes if anti else snap.affinity_nodes)
 
     @staticmethod
     def _incoming_counts(
@@ -454,7 +463,8 @@ class InterPodAffinity:
                 domain = score.setdefault(t.topology_key, {})
                 domain[value] = domain.get(value, 0) + weight
 
-        for ni in self._handle.snapshot_nodes():
+        all_nodes = self._handle.snapshot_nodes()
+        for ni in all_nodes if has_preferred else self._nodes_with(all_nodes, anti=False):
             # Without preferred terms of its own, only existing pods with affinity can contribute.
             existing_pods = ni.pods if has_preferred else ni.pods_with_affinity
             if not existing_pods or ni.node is None or not ni.node.labels:

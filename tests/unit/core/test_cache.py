@@ -187,3 +187,46 @@ class CacheMachine(RuleBasedStateMachine):
 
 
 TestCacheMachine = CacheMachine.TestCase
+
+
+def test_snapshot_tracks_nodes_with_affinity_pods_incrementally() -> None:
+    """InterPodAffinity visits only these nodes for pods without affinity: the sets must follow
+    every add and delete, in the incrementally updated snapshot as in a fresh one."""
+    c = Cache()
+    for n in ("n0", "n1", "n2"):
+        c.add_node(make_node(n).build())
+    snap = c.snapshot()
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    anti = make_pod("anti").node("n1").pod_affinity("podAntiAffinity", term).build()
+    pref = make_pod("pref").node("n2").pod_affinity("podAffinity", term, weight=10).build()
+    c.add_pod(anti)
+    c.add_pod(pref)
+    c.update_snapshot(snap)
+    assert snap.anti_affinity_nodes == {"n1"}
+    assert snap.affinity_nodes == {"n1", "n2"}
+    c.remove_pod(anti)
+    c.update_snapshot(snap)
+    fresh = c.snapshot()
+    assert snap.anti_affinity_nodes == fresh.anti_affinity_nodes == set()
+    assert snap.affinity_nodes == fresh.affinity_nodes == {"n2"}
+
+
+def test_inter_pod_affinity_fast_path_equals_full_scan() -> None:
+    """The existing pods' anti-affinity still rejects a pod without affinity of its own when only
+    the tracked nodes are visited."""
+    from custom_scheduler.framework.handle import SnapshotHandle
+    from custom_scheduler.framework.types import CycleState
+    from custom_scheduler.plugins import inter_pod_affinity as ipa
+
+    c = Cache()
+    for n in ("n0", "n1"):
+        c.add_node(make_node(n).build())
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    c.add_pod(make_pod("guard").node("n1").pod_affinity("podAntiAffinity", term).build())
+    snap = c.snapshot()
+    plugin = ipa.InterPodAffinity(None, SnapshotHandle(snap, profile_name="t"))
+    pod = make_pod("web").label("app", "web").build()
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, snap.node_list).is_success
+    verdicts = {ni.name: plugin.filter(state, pod, ni).reasons for ni in snap.node_list}
+    assert verdicts == {"n0": (), "n1": (ipa.ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,)}
