@@ -6,12 +6,13 @@ with no containers at all (``&v1.Pod{}``), which matters for non-zero request de
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore
-from custom_scheduler.model import Node, Pod
+from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore, Status
+from custom_scheduler.labels import Selector
+from custom_scheduler.model import Node, Pod, PodDisruptionBudget
 from tests.builders import PodBuilder, make_pod
 
 
@@ -92,3 +93,64 @@ def scores(plugin: Any, pod: Pod, infos: Sequence[NodeInfo], *, normalize: bool 
     if normalize and hasattr(plugin, "normalize_score"):
         plugin.normalize_score(state, pod, result)
     return [s.score for s in result]
+
+
+class FakeHandle:
+    """A full framework Handle for plugin tests: snapshot, namespace labels (counting lookups) and
+    the default spread selector are real; the preemption and event methods are never called by
+    the plugins that use it."""
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        spread_selector: Selector | None = None,
+    ) -> None:
+        self.nodes = list(nodes)
+        self.namespaces = dict(namespaces or {})
+        self.spread_selector = spread_selector
+        self.namespace_lookups = 0
+
+    def snapshot_nodes(self) -> Sequence[NodeInfo]:
+        return self.nodes
+
+    def get_node(self, name: str) -> NodeInfo | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    @property
+    def client(self) -> Any:
+        return None
+
+    @property
+    def profile_name(self) -> str:
+        return "test"
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        self.namespace_lookups += 1
+        return self.namespaces.get(namespace)
+
+    def default_spread_selector(self, pod: Pod) -> Selector | None:
+        return self.spread_selector
+
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        return ()
+
+    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
+        return ()
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status:
+        raise NotImplementedError
+
+    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
+        return None

@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
-from custom_scheduler.labels import Selector, SelectorError
-from custom_scheduler.model import Node, Pod, PodDisruptionBudget
+from custom_scheduler.labels import SelectorError
+from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import inter_pod_affinity as ipa
 from tests.builders import PodBuilder, make_node, make_pod
+from tests.unit.plugins.support import FakeHandle
 
 S, U, X = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 AFF, ANTI = "podAffinity", "podAntiAffinity"
@@ -29,59 +30,6 @@ EXISTING_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
 # --- fakes and helpers -----------------------------------------------------------------------------
-
-
-class FakeHandle:
-    """The framework Handle: snapshot and namespace labels (counting lookups) are real; the
-    preemption and event methods are never called by these plugins."""
-
-    def __init__(self, nodes: Sequence[NodeInfo], namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        self.nodes = list(nodes)
-        self.namespaces = dict(namespaces or {})
-        self.namespace_lookups = 0
-
-    def snapshot_nodes(self) -> Sequence[NodeInfo]:
-        return self.nodes
-
-    def get_node(self, name: str) -> NodeInfo | None:
-        return next((n for n in self.nodes if n.name == name), None)
-
-    @property
-    def client(self) -> Any:
-        return None
-
-    @property
-    def profile_name(self) -> str:
-        return "test"
-
-    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
-        self.namespace_lookups += 1
-        return self.namespaces.get(namespace)
-
-    def default_spread_selector(self, pod: Pod) -> Selector | None:
-        return None
-
-    def pdbs(self) -> Sequence[PodDisruptionBudget]:
-        return ()
-
-    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
-        return ()
-
-    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
-        raise NotImplementedError
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
-    ) -> Status:
-        raise NotImplementedError
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
-    ) -> Status:
-        raise NotImplementedError
-
-    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
-        return None
 
 
 def expr(key: str, op: str, *values: str) -> dict[str, Any]:

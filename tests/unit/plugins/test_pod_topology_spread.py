@@ -16,73 +16,16 @@ from hypothesis import strategies as st
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
 from custom_scheduler.labels import Selector, selector_from_set
-from custom_scheduler.model import Node, Pod, PodDisruptionBudget
+from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import pod_topology_spread as pts
 from tests.builders import PodBuilder, make_node, make_pod
+from tests.unit.plugins.support import FakeHandle
 
 S, U, X = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 HOST = "kubernetes.io/hostname"
 
 
 # --- fakes and helpers -----------------------------------------------------------------------------
-
-
-class FakeHandle:
-    """The framework Handle: snapshot, namespace labels and default spread selector are real;
-    the preemption and event methods are never called by these plugins."""
-
-    def __init__(
-        self,
-        nodes: Sequence[NodeInfo],
-        *,
-        namespaces: Mapping[str, Mapping[str, str]] | None = None,
-        spread_selector: Selector | None = None,
-    ) -> None:
-        self.nodes = list(nodes)
-        self.namespaces = dict(namespaces or {})
-        self.spread_selector = spread_selector
-
-    def snapshot_nodes(self) -> Sequence[NodeInfo]:
-        return self.nodes
-
-    def get_node(self, name: str) -> NodeInfo | None:
-        return next((n for n in self.nodes if n.name == name), None)
-
-    @property
-    def client(self) -> Any:
-        return None
-
-    @property
-    def profile_name(self) -> str:
-        return "test"
-
-    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
-        return self.namespaces.get(namespace)
-
-    def default_spread_selector(self, pod: Pod) -> Selector | None:
-        return self.spread_selector
-
-    def pdbs(self) -> Sequence[PodDisruptionBudget]:
-        return ()
-
-    def nominated_pods(self, node_name: str) -> Sequence[Pod]:
-        return ()
-
-    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
-        raise NotImplementedError
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
-    ) -> Status:
-        raise NotImplementedError
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
-    ) -> Status:
-        raise NotImplementedError
-
-    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
-        return None
 
 
 def exists(*keys: str) -> dict[str, Any]:
