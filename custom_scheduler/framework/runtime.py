@@ -155,12 +155,11 @@ class Framework:
         success = Code.SUCCESS
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
-        n = len(nodes)
+        # One rotated copy of the list (C speed) instead of index arithmetic per node.
+        order = [*nodes[start:], *nodes[:start]] if start else nodes
         processed = 0
-        for i in range(n):
-            ni = nodes[(start + i) % n]
-            processed += 1
-            name = ""
+        name = ""
+        for processed, ni in enumerate(order, 1):  # noqa: B007 - read after the loop
             try:
                 for name, fn in fns:
                     st = fn(state, pod, ni)
