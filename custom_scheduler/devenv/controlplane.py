@@ -17,7 +17,6 @@ What it sets up, and why:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -28,7 +27,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -283,13 +281,3 @@ class ControlPlane:
             time.sleep(0.1)
         tails = "\n".join(f"--- {n}\n{self.log_tail(n)}" for n in self._procs)
         raise ControlPlaneError(f"timed out after {timeout:.0f}s waiting for {what}\n{tails}")
-
-
-@contextlib.contextmanager
-def running(bin_dir: Path | None = None) -> Iterator[ControlPlane]:
-    """Context manager: a started :class:`ControlPlane`, stopped on exit."""
-    cp = ControlPlane(bin_dir or find_binaries()).start()
-    try:
-        yield cp
-    finally:
-        cp.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from custom_scheduler.app import App
 from custom_scheduler.builtin import full_registry
 from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube.client import KubeClient
+from tests.faultproxy import FaultProxy
 
 MINIMAL_CONFIG = """
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -38,3 +40,22 @@ def start_scheduler(control_plane: ControlPlane) -> Iterator[Callable[..., App]]
     yield start
     for app in apps:
         app.stop()
+
+
+@pytest.fixture
+def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of the session's API server."""
+    p = FaultProxy(control_plane).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def proxied(proxy: FaultProxy, start_scheduler: Callable[..., App], tmp_path: Path) -> Callable[[], App]:
+    """Start the daemon behind the fault proxy, with a short watch read timeout."""
+
+    def start() -> App:
+        client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
+        return start_scheduler(client=client, watch_read_timeout=3.0)
+
+    return start

@@ -61,8 +61,9 @@ def test_odd_pods_get_reasons_and_the_daemon_keeps_scheduling(
 
     create_pod(make_pod("normal").req(cpu="500m").obj())
     cluster.wait_for(
-        lambda: any(p["metadata"]["name"] == "normal" and p["spec"].get("nodeName")
-                    for p in cluster.list_pods(kube, namespace)),
+        lambda: any(
+            p["metadata"]["name"] == "normal" and p["spec"].get("nodeName") for p in cluster.list_pods(kube, namespace)
+        ),
         timeout=15,
         what="a normal pod still scheduled",
     )

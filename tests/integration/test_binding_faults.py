@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
-from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube.client import KubeClient
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
-
-
-@pytest.fixture
-def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
-    p = FaultProxy(control_plane).start()
-    yield p
-    p.stop()
 
 
 def _node_of(kube: KubeClient, namespace: str, name: str) -> str:
@@ -33,13 +22,11 @@ def test_bind_answered_500_twice_is_retried_and_succeeds(
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
     proxy: FaultProxy,
-    start_scheduler: Callable[..., App],
-    tmp_path: Path,
+    proxied: Callable[[], App],
 ) -> None:
     node = nodes(make_node("retry"))["metadata"]["name"]
     rule = proxy.add(Rule("POST", rf"/namespaces/{namespace}/pods/flaky/binding", times=2, status=500))
-    client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-    app = start_scheduler(client=client)
+    app = proxied()
     create_pod(make_pod("flaky").obj())
     cluster.wait_for(lambda: _node_of(kube, namespace, "flaky") == node, timeout=30, what="flaky bound")
     assert rule.hits == 2
@@ -57,13 +44,11 @@ def test_bind_429_with_retry_after_is_honoured(
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
     proxy: FaultProxy,
-    start_scheduler: Callable[..., App],
-    tmp_path: Path,
+    proxied: Callable[[], App],
 ) -> None:
     node = nodes(make_node("throttled"))["metadata"]["name"]
     proxy.add(Rule("POST", rf"/namespaces/{namespace}/pods/slow/binding", times=1, status=429, retry_after=1))
-    client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-    app = start_scheduler(client=client)
+    app = proxied()
     create_pod(make_pod("slow").obj())
     cluster.wait_for(lambda: _node_of(kube, namespace, "slow") == node, timeout=30, what="slow bound")
     binds = [s for _, p, s in proxy.log if p.endswith("/pods/slow/binding")]
@@ -77,8 +62,7 @@ def test_409_already_bound_elsewhere_is_dropped_not_retried(
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
     proxy: FaultProxy,
-    start_scheduler: Callable[..., App],
-    tmp_path: Path,
+    proxied: Callable[[], App],
 ) -> None:
     """Someone else binds the pod while our bind is in flight: our POST gets 409 and the pod is
     forgotten (no retry, no second binding, cache consistent)."""
@@ -86,11 +70,13 @@ def test_409_already_bound_elsewhere_is_dropped_not_retried(
     theirs = nodes(make_node("theirs").unschedulable())["metadata"]["name"]  # we never pick it
     # Delay our bind so the competing bind lands first.
     proxy.add(Rule("POST", rf"/namespaces/{namespace}/pods/raced/binding", times=1, delay=1.0))
-    client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-    app = start_scheduler(client=client)
+    app = proxied()
     pod = create_pod(make_pod("raced").obj())
-    cluster.wait_for(lambda: any(p.endswith("/pods/raced/binding") for _, p, _ in proxy.log) or proxy.rules[0].hits,
-                     timeout=10, what="our bind started")
+    cluster.wait_for(
+        lambda: any(p.endswith("/pods/raced/binding") for _, p, _ in proxy.log) or proxy.rules[0].hits,
+        timeout=10,
+        what="our bind started",
+    )
     cluster.bind(kube, namespace, "raced", theirs, uid=pod["metadata"]["uid"])
     cluster.wait_for(
         lambda: [s for _, p, s in proxy.log if p.endswith("/pods/raced/binding")], timeout=10, what="our bind answered"
@@ -99,7 +85,10 @@ def test_409_already_bound_elsewhere_is_dropped_not_retried(
     assert _node_of(kube, namespace, "raced") == theirs
     cluster.wait_for(lambda: not app.cache.is_assumed(pod["metadata"]["uid"]), timeout=10, what="assumption dropped")
     cached = app.cache.get_pod(pod["metadata"]["uid"])
-    cluster.wait_for(lambda: (c := app.cache.get_pod(pod["metadata"]["uid"])) and c.node_name == theirs,
-                     timeout=10, what="cache shows the other binding")
+    cluster.wait_for(
+        lambda: (c := app.cache.get_pod(pod["metadata"]["uid"])) and c.node_name == theirs,
+        timeout=10,
+        what="cache shows the other binding",
+    )
     assert cached is None or cached.node_name in (ours, theirs)
     assert app.cache.check_invariants() == []

@@ -135,31 +135,28 @@ def test_readyz_is_false_until_caches_sync_and_metrics_move(
     namespace: str,
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    proxy: FaultProxy,
     replicas: Callable[..., Replica],
     tmp_path: Path,
 ) -> None:
-    proxy = FaultProxy(control_plane).start()
-    try:
-        proxy.add(Rule("GET", r"^/api/v1/pods\?(?!.*watch=true)", times=1, delay=2.0))  # a slow first LIST
-        client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-        nodes(make_node("probe").capacity(cpu="1", memory="1Gi", pods="10"))
-        text = _short_lease(scheduler_config_text(), f"probe-{namespace}")
-        r = replicas(text, client)
-        assert r.get("/readyz")[0] == 503
-        assert r.get("/healthz")[0] == 200
-        cluster.wait_for(lambda: r.get("/readyz")[0] == 200, timeout=30, what="ready after sync")
-        create_pod(make_pod("fits").req(cpu="100m").obj())
-        create_pod(make_pod("too-big").req(cpu="4").obj())
-        cluster.wait_for(lambda: _bound(kube, namespace).get("fits"), timeout=30, what="bound")
+    proxy.add(Rule("GET", r"^/api/v1/pods\?(?!.*watch=true)", times=1, delay=2.0))  # a slow first LIST
+    client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
+    nodes(make_node("probe").capacity(cpu="1", memory="1Gi", pods="10"))
+    text = _short_lease(scheduler_config_text(), f"probe-{namespace}")
+    r = replicas(text, client)
+    assert r.get("/readyz")[0] == 503
+    assert r.get("/healthz")[0] == 200
+    cluster.wait_for(lambda: r.get("/readyz")[0] == 200, timeout=30, what="ready after sync")
+    create_pod(make_pod("fits").req(cpu="100m").obj())
+    create_pod(make_pod("too-big").req(cpu="4").obj())
+    cluster.wait_for(lambda: _bound(kube, namespace).get("fits"), timeout=30, what="bound")
 
-        def pending_unschedulable() -> bool:
-            return r.metrics.sample("scheduler_pending_pods", {"queue": "unschedulable"}) == 1.0
+    def pending_unschedulable() -> bool:
+        return r.metrics.sample("scheduler_pending_pods", {"queue": "unschedulable"}) == 1.0
 
-        cluster.wait_for(pending_unschedulable, timeout=30, what="pending gauge")
-        body = r.get("/metrics")[1]
-        assert 'scheduler_schedule_attempts_total{profile="custom-scheduler",result="unschedulable"}' in body
-    finally:
-        proxy.stop()
+    cluster.wait_for(pending_unschedulable, timeout=30, what="pending gauge")
+    body = r.get("/metrics")[1]
+    assert 'scheduler_schedule_attempts_total{profile="custom-scheduler",result="unschedulable"}' in body
 
 
 def test_two_replicas_exactly_one_schedules_and_the_other_takes_over(

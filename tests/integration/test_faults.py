@@ -11,12 +11,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
@@ -28,24 +25,6 @@ from tests.faultproxy import FaultProxy, Rule
 
 Nodes = Callable[[NodeBuilder], dict[str, Any]]
 CreatePod = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-@pytest.fixture
-def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
-    p = FaultProxy(control_plane).start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def proxied(proxy: FaultProxy, start_scheduler: Callable[..., App], tmp_path: Path) -> Callable[[], App]:
-    """Start the daemon behind the fault proxy, with a short watch read timeout."""
-
-    def start() -> App:
-        client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-        return start_scheduler(client=client, watch_read_timeout=3.0)
-
-    return start
 
 
 def _nodes_of(kube: KubeClient, namespace: str) -> dict[str, str]:
@@ -204,8 +183,9 @@ def test_pod_deleted_while_its_bind_is_in_flight(
     pod = create_pod(make_pod("ghost").req(cpu="500m").obj())
     cluster.wait_for(lambda: rule.hits == 1, timeout=15, what="bind in flight")
     kube.delete(pod_path(namespace, "ghost"), {"gracePeriodSeconds": 0})
-    cluster.wait_for(lambda: [s for _, p, s in proxy.log if p.endswith("/pods/ghost/binding")], timeout=10,
-                     what="bind answered")
+    cluster.wait_for(
+        lambda: [s for _, p, s in proxy.log if p.endswith("/pods/ghost/binding")], timeout=10, what="bind answered"
+    )
     assert [s for _, p, s in proxy.log if p.endswith("/pods/ghost/binding")] == [404]
     cluster.wait_for(lambda: app.cache.get_pod(pod["metadata"]["uid"]) is None, timeout=10, what="forgotten")
     assert not app.queue.contains(pod["metadata"]["uid"])
@@ -249,8 +229,9 @@ def test_another_scheduler_binding_on_the_same_nodes_is_counted(
 ) -> None:
     """Pods bound by someone else (straight through pods/binding) while our daemon runs use up
     room our burst would otherwise take: we must never put our pods on top of them."""
-    names = [nodes(make_node(f"shared-{i}").capacity(cpu="2", memory="4Gi", pods="20"))["metadata"]["name"]
-             for i in range(3)]
+    names = [
+        nodes(make_node(f"shared-{i}").capacity(cpu="2", memory="4Gi", pods="20"))["metadata"]["name"] for i in range(3)
+    ]
     app = start_scheduler()
     theirs = [create_pod(make_pod(f"theirs-{i}").scheduler("other-scheduler").req(cpu="500m").obj()) for i in range(9)]
     stop = threading.Event()
@@ -275,7 +256,10 @@ def test_another_scheduler_binding_on_the_same_nodes_is_counted(
     cluster.wait_for(
         lambda: sum(1 for n in ours if _nodes_of(kube, namespace).get(n)) == 6, timeout=30, what="six of ours bound"
     )
-    cluster.wait_for(lambda: app.queue.pending_counts()["unschedulable"] + app.queue.pending_counts()["backoff"] >= 2,
-                     timeout=15, what="two pending")
+    cluster.wait_for(
+        lambda: app.queue.pending_counts()["unschedulable"] + app.queue.pending_counts()["backoff"] >= 2,
+        timeout=15,
+        what="two pending",
+    )
     assert sum(1 for n in ours if _nodes_of(kube, namespace).get(n)) == 6
     _assert_healthy(kube, app)

@@ -105,8 +105,11 @@ def test_unschedulable_pod_reports_reasons_then_binds_when_a_node_fits(
     )
     pod = cluster.wait_for(
         lambda: next(
-            (c for c in kube.get(pod_path(namespace, "big"))["status"].get("conditions", [])
-             if c["type"] == "PodScheduled" and c["status"] == "False"),
+            (
+                c
+                for c in kube.get(pod_path(namespace, "big"))["status"].get("conditions", [])
+                if c["type"] == "PodScheduled" and c["status"] == "False"
+            ),
             None,
         ),
         timeout=30,
