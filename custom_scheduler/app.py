@@ -32,12 +32,14 @@ from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
 from custom_scheduler.core.informers import Informer, node_informer, pod_informer
 from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
+from custom_scheduler.core.selectors import DefaultSelectors
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
 from custom_scheduler.kube import errors as kerrors
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.labels import Selector
 from custom_scheduler.metrics import Metrics
 from custom_scheduler.model import Node, Pod, PodDisruptionBudget, pdb_from_json
 
@@ -85,11 +87,16 @@ def build_frameworks(
     *,
     client: Any,
     namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
+    default_spread_selector: Callable[[Pod], Selector | None] | None = None,
 ) -> dict[str, Framework]:
     out = {}
     for prof in profiles:
         handle = SnapshotHandle(
-            snapshot, profile_name=prof.scheduler_name, client=client, namespace_labels=namespace_labels
+            snapshot,
+            profile_name=prof.scheduler_name,
+            client=client,
+            namespace_labels=namespace_labels,
+            default_spread_selector=default_spread_selector,
         )
         fwk = Framework(
             prof.scheduler_name,
@@ -149,6 +156,8 @@ class App:
             read_timeout=watch_read_timeout,
             **inf_kw("pdbs"),
         )
+        # Selectors of Services/RCs/ReplicaSets/StatefulSets: PodTopologySpread's system defaults.
+        self.selectors = DefaultSelectors(self.watch_client, read_timeout=watch_read_timeout)
         self.queue = q.SchedulingQueue(
             # Indirect, so a config reload that swaps profiles also swaps the QueueSort plugin.
             lambda a, b: self._queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
@@ -204,6 +213,7 @@ class App:
             self.scheduler.snapshot,
             client=None if self.dry_run else self.client,
             namespace_labels=self._namespace_labels,
+            default_spread_selector=self.selectors.for_pod,
         )
         for fwk in fwks.values():
             handle = fwk.handle
@@ -250,7 +260,7 @@ class App:
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return (self.namespaces, self.pdbs, self.nodes, self.pods)
+        return (self.namespaces, self.pdbs, *self.selectors.informers, self.nodes, self.pods)
 
     def start_informers(self) -> None:
         self.writer.start()

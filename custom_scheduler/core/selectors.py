@@ -1,0 +1,98 @@
+"""Which Services, ReplicationControllers, ReplicaSets and StatefulSets select a pod.
+
+PodTopologySpread's system default constraints (hostname maxSkew 3, zone maxSkew 5, both
+ScheduleAnyway) spread a pod away from the other pods *of the same workload*; kube-scheduler
+defines that workload as the union of the selectors of every Service, ReplicationController,
+ReplicaSet and StatefulSet in the pod's namespace that selects the pod (``helper.DefaultSelector``).
+This module keeps those selectors, compiled, from four informers, indexed by namespace.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from custom_scheduler import labels
+from custom_scheduler.core.informers import Informer
+from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.model import Pod
+
+#: (API path, whether spec.selector is a plain label map rather than a LabelSelector)
+SOURCES = {
+    "services": ("/api/v1/services", True),
+    "replicationcontrollers": ("/api/v1/replicationcontrollers", True),
+    "replicasets": ("/apis/apps/v1/replicasets", False),
+    "statefulsets": ("/apis/apps/v1/statefulsets", False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    kind: str
+    namespace: str
+    name: str
+    selector: labels.Selector | None  # None: selects nothing (no or empty selector)
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def _project(kind: str, plain_map: bool) -> Any:
+    def project(doc: dict[str, Any]) -> Workload:
+        meta = doc.get("metadata") or {}
+        raw = (doc.get("spec") or {}).get("selector")
+        selector: labels.Selector | None = None
+        if raw:
+            try:
+                selector = labels.selector_from_set(raw) if plain_map else labels.compile_selector(raw)
+            except labels.SelectorError:
+                selector = None
+            if selector is not None and selector.is_empty:
+                selector = None  # an empty selector would select every pod: kube ignores it
+        ns, name, rv = meta.get("namespace", ""), meta.get("name", ""), meta.get("resourceVersion", "")
+        return Workload(kind, ns, name, selector, rv)
+
+    return project
+
+
+class _Index:
+    """Sink keeping the workloads of each namespace."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_ns: dict[str, dict[str, Workload]] = {}
+
+    def on_add(self, w: Workload) -> None:
+        with self.lock:
+            self.by_ns.setdefault(w.namespace, {})[w.key] = w
+
+    def on_update(self, old: Workload, new: Workload) -> None:
+        self.on_add(new)
+
+    def on_delete(self, w: Workload) -> None:
+        with self.lock:
+            ns = self.by_ns.get(w.namespace)
+            if ns is not None:
+                ns.pop(w.key, None)
+
+
+class DefaultSelectors:
+    def __init__(self, client: KubeClient, **informer_kw: Any) -> None:
+        self._index = _Index()
+        self.informers = [
+            Informer(client, path, _project(name, plain), lambda w: w.key, self._index, name=name, **informer_kw)
+            for name, (path, plain) in SOURCES.items()
+        ]
+
+    def for_pod(self, pod: Pod) -> labels.Selector | None:
+        """The union of the selectors that select ``pod``; None when nothing selects it."""
+        reqs: list[labels.Requirement] = []
+        with self._index.lock:
+            workloads = list(self._index.by_ns.get(pod.namespace, {}).values())
+        for w in workloads:
+            if w.selector is not None and w.selector.matches(pod.labels):
+                reqs.extend(w.selector.requirements)
+        return labels.Selector(tuple(reqs)) if reqs else None
