@@ -44,6 +44,36 @@ def delete_namespace(kube: KubeClient, name: str) -> None:
         pass
 
 
+def create_priority_class(kube: KubeClient, obj: dict[str, Any], timeout: float = 15.0) -> None:
+    """Create a PriorityClass (an existing one is fine) and return once pods can use it.
+
+    The API server's Priority admission plugin resolves ``priorityClassName`` through an informer,
+    so a pod created right after its class can be refused with 403 "no PriorityClass with name".
+    A dry-run pod create goes through the same admission chain without storing anything, so it
+    tells when the class is visible there.
+    """
+    with contextlib.suppress(errors.Conflict):
+        kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", obj)
+    name = obj["metadata"]["name"]
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "priorityclass-probe-"},
+        "spec": {"priorityClassName": name, "containers": [{"name": "c", "image": "probe"}]},
+    }
+
+    def admitted() -> bool:
+        try:
+            kube.post(pod_path("default"), probe, query={"dryRun": "All"})
+        except errors.ApiError as e:
+            if e.status == 403 and "PriorityClass" in str(e):
+                return False
+            raise
+        return True
+
+    wait_for(admitted, timeout=timeout, interval=0.05, what=f"PriorityClass {name} to be visible to admission")
+
+
 def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
     """Create a Node, mark it Ready and leave it with exactly the taints in ``obj``."""
     name = obj["metadata"]["name"]

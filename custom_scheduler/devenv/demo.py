@@ -231,10 +231,7 @@ def run_demo(
     for n in nodes:
         cluster.create_ready_node(kube, n)
     for pc in PRIORITY_CLASSES:
-        try:
-            kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
-        except errors.Conflict:
-            pass
+        cluster.create_priority_class(kube, pc)
     metrics = MetricsEndpoint({"node-a": ("3600m", "2Gi"), "node-b": ("200m", "1Gi"), "node-c": ("400m", "1Gi")})
     workdir = Path(tempfile.mkdtemp(prefix="cs-demo-"))
     cfg = workdir / "scheduler-config.yaml"

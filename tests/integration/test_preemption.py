@@ -41,7 +41,7 @@ def priority_class(kube: KubeClient) -> Iterator[PriorityClasses]:
         }
         if never:
             body["preemptionPolicy"] = "Never"
-        kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        cluster.create_priority_class(kube, body)
         created.append(name)
         return name
 

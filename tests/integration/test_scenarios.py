@@ -107,7 +107,7 @@ def priority_classes(kube: KubeClient) -> Iterator[Callable[[str], dict[str, str
         names: dict[str, str] = {}
         for name, obj in manifests(example, "priorityclasses.yaml").items():
             obj["metadata"]["name"] = f"{name}-{suffix}"
-            kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", obj)
+            cluster.create_priority_class(kube, obj)
             created.append(obj["metadata"]["name"])
             names[name] = obj["metadata"]["name"]
         return names
