@@ -69,6 +69,23 @@ class FaultProxy:
                     return r
         return None
 
+    def answers(self, path_suffix: str, until: int = 201, timeout: float = 10.0) -> list[int]:
+        """Statuses the proxy relayed for requests whose path ends with ``path_suffix``, once one of
+        them is ``until``. The API server can show a write's effect (to a direct GET) a moment
+        before the proxy has recorded the answer, so tests wait for the log rather than read it."""
+
+        def seen() -> list[int] | None:
+            got = [s for _, p, s in self.log if p.endswith(path_suffix)]
+            return got if until in got else None
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = seen()
+            if got is not None:
+                return got
+            time.sleep(0.02)
+        return [s for _, p, s in self.log if p.endswith(path_suffix)]
+
     def break_streams(self) -> int:
         """Drop every open streamed response (watches), as a network blip would."""
         with self._lock:
