@@ -92,13 +92,14 @@ class Framework:
         for p, _ in self.score:
             if not isinstance(p, fi.ScorePlugin):
                 raise FrameworkError(f"plugin {p.name!r} does not implement score")
-        # Resolved once: the optional batch scorer and normaliser of each score plugin.
-        self._scorers: list[tuple[fi.ScorePlugin, int, Any, Any]] = [
+        # Resolved once: the optional batch scorer and normalisers of each score plugin.
+        self._scorers: list[tuple[fi.ScorePlugin, int, Any, Any, Any]] = [
             (
                 p,
                 w,
                 getattr(p, "score_batch", None),
                 p.normalize_score if isinstance(p, fi.ScoreExtensions) else None,
+                getattr(p, "normalize_batch", None) if isinstance(p, fi.ScoreExtensions) else None,
             )
             for p, w in self.score
         ]
@@ -227,17 +228,23 @@ class Framework:
         """Per active score plugin: (name, weight, raw scores, normalised scores), node-aligned.
 
         Plugins may offer ``score_batch(state, pod, nodes) -> list[int]`` (one call for all nodes,
-        for the hot resource scorers); otherwise ``score`` runs per node. NodeScore objects are
-        built only for plugins that normalise.
+        for the hot resource scorers); otherwise ``score`` runs per node. Likewise
+        ``normalize_batch(state, pod, raw) -> list[int]`` replaces ``normalize_score``; NodeScore
+        objects are built only for plugins that normalise without it.
         """
-        for p, weight, batch, normalize in self._scorers:
+        for p, weight, batch, normalize, normalize_batch in self._scorers:
             if p.name in state.skip_score:
                 continue
             try:
                 raw = batch(state, pod, nodes) if batch is not None else [p.score(state, pod, ni) for ni in nodes]
             except Exception as e:
                 raise FrameworkError(f"running Score plugin {p.name!r}: {type(e).__name__}: {e}") from e
-            if normalize is not None:
+            if normalize_batch is not None:
+                try:
+                    normalized = normalize_batch(state, pod, raw)
+                except Exception as e:
+                    raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {type(e).__name__}: {e}") from e
+            elif normalize is not None:
                 scores = [NodeScore(ni.name, int(r)) for ni, r in zip(nodes, raw, strict=True)]
                 st = normalize(state, pod, scores)
                 if not st.is_success:

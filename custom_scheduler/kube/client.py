@@ -80,6 +80,10 @@ def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
     return cfg
 
 
+#: Seconds between re-reads of the bearer token (see :meth:`KubeClient._authorization`).
+AUTH_REFRESH = 10.0
+
+
 class KubeClient:
     """Raw-JSON access to one API server."""
 
@@ -102,6 +106,7 @@ class KubeClient:
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent
         self.qps, self.burst = qps, burst
+        self._auth: tuple[float, str] = (-1e18, "")
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str = "", **kw: Any) -> KubeClient:
@@ -118,10 +123,24 @@ class KubeClient:
         h = {"Accept": JSON_CT, "User-Agent": self.user_agent}
         if content_type:
             h["Content-Type"] = content_type
-        auth = self._cfg.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            h["Authorization"] = auth["value"]
+        token = self._authorization()
+        if token:
+            h["Authorization"] = token
         return h
+
+    def _authorization(self) -> str:
+        """The bearer header, re-read from the client configuration at most every
+        :data:`AUTH_REFRESH` seconds: ``auth_settings()`` runs the token refresh hook (a projected
+        service-account token file, an exec plugin) and costs tens of microseconds per request,
+        while those tokens live for minutes to hours."""
+        now = time.monotonic()
+        at, value = self._auth
+        if now - at < AUTH_REFRESH:
+            return value
+        auth = self._cfg.auth_settings().get("BearerToken")
+        value = str(auth["value"]) if auth and auth.get("value") else ""
+        self._auth = (now, value)
+        return value
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         q = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
@@ -161,6 +180,8 @@ class KubeClient:
             raise errors.TransportError(f"{method} {path}: {e}") from e
         if 200 <= resp.status < 300:
             return bytes(resp.data)
+        if resp.status == 401:
+            self._auth = (-1e18, "")  # a rotated token: read it again on the next request
         raise errors.ApiError.from_response(resp.status, resp.data, resp.headers)
 
     def request(self, method: str, path: str, **kw: Any) -> Any:
@@ -212,6 +233,8 @@ class KubeClient:
             raise errors.TransportError(f"GET {path}: {e}") from e
         try:
             if not 200 <= resp.status < 300:
+                if resp.status == 401:
+                    self._auth = (-1e18, "")
                 raise errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
             if on_open is not None:
                 on_open(resp)

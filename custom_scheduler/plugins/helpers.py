@@ -57,6 +57,22 @@ def default_normalize_score(scores: list[NodeScore], *, reverse: bool, max_prior
         s.score = max_priority - scaled if reverse else scaled
 
 
+def default_normalize_list(raw: Sequence[int], *, reverse: bool, max_priority: int = MAX_NODE_SCORE) -> list[int]:
+    """:func:`default_normalize_score` on plain integers: the batch path, which builds no
+    NodeScore objects (identical results, property-tested)."""
+    if not raw:
+        return []
+    max_count = max(raw)
+    max_count = max_count if max_count > 0 else 0
+    if max_count == 0:
+        return [max_priority] * len(raw) if reverse else list(raw)
+    if min(raw) < 0:  # Go truncates toward zero; floor division only agrees on non-negatives
+        scaled = [go_div(max_priority * s, max_count) for s in raw]
+    else:
+        scaled = [(max_priority * s) // max_count for s in raw]
+    return [max_priority - x for x in scaled] if reverse else scaled
+
+
 def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
     """Evaluate the piecewise-linear function through ``shape`` points ``(x, y)`` at ``p``.
 

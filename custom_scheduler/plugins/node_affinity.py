@@ -328,5 +328,9 @@ class NodeAffinity:
         helpers.default_normalize_score(scores, reverse=False)
         return SUCCESS
 
+    def normalize_batch(self, state: CycleState, pod: Pod, raw: list[int]) -> list[int]:
+        """:meth:`normalize_score` on the batch path (no NodeScore objects)."""
+        return helpers.default_normalize_list(raw, reverse=False)
+
 
 SPEC = registry.PluginSpec(NAME, factory=NodeAffinity, parse_args=parse_args)

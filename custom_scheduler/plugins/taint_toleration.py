@@ -101,5 +101,9 @@ class TaintToleration:
         helpers.default_normalize_score(scores, reverse=True)
         return SUCCESS
 
+    def normalize_batch(self, state: CycleState, pod: Pod, raw: list[int]) -> list[int]:
+        """:meth:`normalize_score` on the batch path (no NodeScore objects)."""
+        return helpers.default_normalize_list(raw, reverse=True)
+
 
 SPEC = registry.PluginSpec(NAME, factory=TaintToleration, parse_args=registry.no_args)

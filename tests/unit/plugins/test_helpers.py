@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework import registry
@@ -91,6 +93,14 @@ def test_default_normalize_score(raw: list[int], reverse: bool, want: list[int])
     scores = [NodeScore(f"n{i}", s) for i, s in enumerate(raw)]
     helpers.default_normalize_score(scores, reverse=reverse)
     assert [s.score for s in scores] == want
+    assert helpers.default_normalize_list(raw, reverse=reverse) == want
+
+
+@given(st.lists(st.integers(min_value=-1000, max_value=10**6), max_size=40), st.booleans())
+def test_default_normalize_list_matches_the_node_score_path(raw: list[int], reverse: bool) -> None:
+    scores = [NodeScore(f"n{i}", s) for i, s in enumerate(raw)]
+    helpers.default_normalize_score(scores, reverse=reverse)
+    assert helpers.default_normalize_list(raw, reverse=reverse) == [s.score for s in scores]
 
 
 @pytest.mark.parametrize(
