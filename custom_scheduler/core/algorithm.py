@@ -102,7 +102,9 @@ class Algorithm:
                 if s.is_success:
                     return ScheduleResult(nom.name, 1, 1)
 
-        feasible, evaluated = self._find_feasible(fwk, state, pod, candidates, nominated, statuses, find_all)
+        feasible, evaluated = self._find_feasible(
+            fwk, state, pod, candidates, nominated, statuses, find_all, snap if candidates is nodes else None
+        )
         if not feasible:
             raise FitError(pod, len(nodes), statuses)
         if len(feasible) == 1 and not find_all:
@@ -129,6 +131,7 @@ class Algorithm:
         nominated: Mapping[str, Sequence[Pod]],
         statuses: dict[str, Status],
         find_all: bool,
+        snap: Snapshot | None = None,
     ) -> tuple[list[NodeInfo], int]:
         n = len(nodes)
         if n == 0:
@@ -153,7 +156,9 @@ class Algorithm:
                 else:
                     statuses[ni.name] = s
         else:
-            feasible, rejected, processed = fwk.filter_many(state, pod, nodes, start=start, want=want)
+            feasible, rejected, processed = fwk.filter_many(
+                state, pod, nodes, start=start, want=want, snap=snap, need_statuses=find_all
+            )
             statuses.update(rejected)
         for s in statuses.values():
             if s.code is Code.ERROR:

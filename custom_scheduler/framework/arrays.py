@@ -22,8 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 from custom_scheduler.framework.types import CycleState, NodeInfo, Snapshot, StateKey
+from custom_scheduler.model import Taint
 
 Column = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
 
 _FIELDS = (
     "alloc_cpu",
@@ -40,14 +42,25 @@ _FIELDS = (
 
 
 class NodeArrays:
-    """Resource columns for the nodes of one snapshot."""
+    """Resource columns for the nodes of one snapshot, plus what the vectorised filters need.
 
-    __slots__ = (*_FIELDS, "size")
+    Besides the integer resource columns: ``unschedulable`` (0/1), ``missing`` (1 where the
+    NodeInfo has no Node object) and ``taint_set``, an id into :attr:`taint_sets` (the distinct
+    taint tuples of the snapshot's nodes, id 0 = no taints), so a pod's tolerations are checked
+    once per distinct taint set instead of once per node.
+    """
+
+    __slots__ = (*_FIELDS, "size", "unschedulable", "missing", "taint_set", "taint_sets", "_taint_ids")
 
     def __init__(self, size: int = 0) -> None:
         self.size = size
         for f in _FIELDS:
             setattr(self, f, np.zeros(size, dtype=np.int64))
+        self.unschedulable: Column = np.zeros(size, dtype=np.int64)
+        self.missing: Column = np.zeros(size, dtype=np.int64)
+        self.taint_set: Column = np.zeros(size, dtype=np.int64)
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
 
     def rebuild(self, nodes: Sequence[NodeInfo]) -> None:
         self.size = len(nodes)
@@ -55,10 +68,27 @@ class NodeArrays:
         cols = list(zip(*rows, strict=True)) if rows else [()] * len(_FIELDS)
         for f, col in zip(_FIELDS, cols, strict=True):
             setattr(self, f, np.fromiter(col, dtype=np.int64, count=self.size))
+        self.taint_sets = [()]
+        self._taint_ids = {(): 0}
+        n = self.size
+        self.unschedulable = np.fromiter((bool(ni.node and ni.node.unschedulable) for ni in nodes), np.int64, n)
+        self.missing = np.fromiter((ni.node is None for ni in nodes), np.int64, n)
+        self.taint_set = np.fromiter((self._taint_id(ni) for ni in nodes), np.int64, n)
 
     def set_row(self, i: int, ni: NodeInfo) -> None:
         for f, v in zip(_FIELDS, _row(ni), strict=True):
             getattr(self, f)[i] = v
+        self.unschedulable[i] = bool(ni.node and ni.node.unschedulable)
+        self.missing[i] = ni.node is None
+        self.taint_set[i] = self._taint_id(ni)
+
+    def _taint_id(self, ni: NodeInfo) -> int:
+        taints = tuple(ni.node.taints) if ni.node is not None else ()
+        got = self._taint_ids.get(taints)
+        if got is None:
+            got = self._taint_ids[taints] = len(self.taint_sets)
+            self.taint_sets.append(taints)
+        return got
 
     # typed accessors (mypy cannot see slot values set through setattr)
     def col(self, name: str) -> Column:
@@ -130,3 +160,9 @@ def rows_of(handle: object, nodes: Sequence[NodeInfo], state: CycleState | None 
     if state is not None:
         state.write(_ROWS_KEY, (nodes, result))
     return result
+
+
+def remember_rows(state: CycleState, nodes: Sequence[NodeInfo], cols: NodeArrays, rows: Sequence[int]) -> None:
+    """Tell :func:`rows_of` the rows of ``nodes`` (known to the vectorised filter), so the score
+    plugins of this cycle skip looking them up."""
+    state.write(_ROWS_KEY, (nodes, (cols, np.asarray(rows, dtype=np.intp))))

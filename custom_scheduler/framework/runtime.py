@@ -12,7 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from custom_scheduler.config.types import PluginRef
+from custom_scheduler.framework import arrays
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.types import (
@@ -23,6 +26,7 @@ from custom_scheduler.framework.types import (
     CycleState,
     NodeInfo,
     NodeScore,
+    Snapshot,
     Status,
 )
 from custom_scheduler.model import Pod
@@ -143,14 +147,33 @@ class Framework:
         return SUCCESS
 
     def filter_many(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], *, start: int, want: int
+        self,
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        *,
+        start: int,
+        want: int,
+        snap: Snapshot | None = None,
+        need_statuses: bool = True,
     ) -> tuple[list[NodeInfo], dict[str, Status], int]:
         """:meth:`run_filter` over ``nodes`` from index ``start`` (wrapping) until ``want`` pass.
 
         The scheduling loop's hot path: the active filters are resolved once per pod, not per
         node. Returns (feasible nodes, statuses of rejected nodes, nodes processed); a plugin
         exception becomes an ERROR status for that node, as in :meth:`run_filter`.
+
+        With ``snap`` (whose ``node_list`` is ``nodes``) and ``need_statuses=False`` (the daemon:
+        a success never reports why other nodes were rejected), filters that offer
+        ``filter_mask`` are evaluated for all nodes at once on the snapshot's columns and only the
+        others run per node, on the nodes the masks let through. The feasible nodes and the count
+        processed are exactly those of the per-node loop; when nothing is feasible, the per-node
+        loop runs to produce every rejection reason.
         """
+        if snap is not None and not need_statuses and snap.arrays is not None and nodes is snap.node_list:
+            got = self._filter_vectorised(state, pod, snap, start, want)
+            if got is not None:
+                return got
         skip = state.skip_filter
         fns = [(p.name, p.filter) for p in self.filter if p.name not in skip]
         success = Code.SUCCESS
@@ -174,6 +197,63 @@ class Framework:
             except Exception as e:
                 statuses[ni.name] = Status.from_exception(e, name)
         return feasible, statuses, processed
+
+    def _filter_vectorised(
+        self, state: CycleState, pod: Pod, snap: Snapshot, start: int, want: int
+    ) -> tuple[list[NodeInfo], dict[str, Status], int] | None:
+        """The masked part of :meth:`filter_many`, or None to take the per-node loop."""
+        skip = state.skip_filter
+        mask: Any = None
+        rest: list[tuple[str, Any]] = []
+        for p in self.filter:
+            if p.name in skip:
+                continue
+            fm = getattr(p, "filter_mask", None)
+            try:
+                m = fm(state, pod, snap) if fm is not None else None
+            except Exception:
+                return None  # the per-node loop reports the error with its node
+            if m is None:
+                rest.append((p.name, p.filter))
+            elif m is not True:
+                mask = m if mask is None else mask & m
+        if mask is None:
+            return None  # nothing vectorised: the per-node loop is as fast
+        n = len(snap.node_list)
+        idx = np.flatnonzero(mask)
+        if start:
+            k = int(np.searchsorted(idx, start))
+            idx = np.concatenate((idx[k:], idx[:k]))
+        node_list = snap.node_list
+        feasible: list[NodeInfo] = []
+        rows: list[int] = []
+        last = -1
+        if rest:
+            success = Code.SUCCESS
+            for i in idx.tolist():
+                ni = node_list[i]
+                try:
+                    for _, fn in rest:
+                        if fn(state, pod, ni).code is not success:
+                            break
+                    else:
+                        feasible.append(ni)
+                        rows.append(i)
+                        if len(feasible) >= want:
+                            last = i
+                            break
+                except Exception:
+                    return None
+        else:
+            rows = idx[:want].tolist()
+            feasible = [node_list[i] for i in rows]
+            if len(rows) >= want:
+                last = rows[-1]
+        if not feasible:
+            return None  # every node rejected: the per-node loop gives each one's reason
+        processed = (last - start) % n + 1 if last >= 0 else n
+        arrays.remember_rows(state, feasible, snap.arrays, rows)
+        return feasible, {}, processed
 
     def run_filter_with_nominated(
         self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 from custom_scheduler.framework import registry
+from custom_scheduler.framework.arrays import Mask
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.model import Pod
 
 NAME = "NodeName"
@@ -40,6 +43,16 @@ class NodeName:
         if fits(pod, node_info):
             return SUCCESS
         return _REJECT
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> Mask | bool | None:
+        """:meth:`filter` for every snapshot node at once (True: all pass)."""
+        if not pod.node_name:
+            return True
+        mask = np.zeros(len(snap.node_list), dtype=np.bool_)
+        i = snap.positions.get(pod.node_name)
+        if i is not None:
+            mask[i] = True
+        return mask
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeName, parse_args=registry.no_args)

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState, NodeInfo, Snapshot, StateKey, Status
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, helpers, resource_allocation
 from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, ResourceSpec
@@ -379,8 +379,11 @@ def _vector_cpu_mem(
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
-#: (snapshot node list, positions, per-row "fits") computed once per pod from the snapshot columns.
-FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], list[bool]]] = StateKey(f"FastFilter{NAME}")
+#: (snapshot node list, positions, per-row "fits" as a list and as the mask) computed once per pod
+#: from the snapshot columns.
+FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], list[bool], arrays.Mask]] = StateKey(
+    f"FastFilter{NAME}"
+)
 
 
 class NodeResourcesFit:
@@ -421,13 +424,13 @@ class NodeResourcesFit:
                 ):
                     if want > 0:
                         ok &= want <= a.col(alloc) - a.col(used)
-            state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok.tolist()))
+            state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok.tolist(), ok))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         fast = state.get(FAST_FILTER_KEY)
         if fast is not None:
-            node_list, positions, ok = fast
+            node_list, positions, ok, _ = fast
             i = positions.get(node_info.name)
             if i is not None and ok[i] and node_list[i] is node_info:
                 return SUCCESS
@@ -435,6 +438,14 @@ class NodeResourcesFit:
         if reasons:
             return Status.unschedulable(*reasons)
         return SUCCESS
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
+        """:meth:`filter` for every snapshot node at once, from PreFilter's columns (None when
+        the pod asks for extended resources, which have no columns)."""
+        fast = state.get(FAST_FILTER_KEY)
+        if fast is None or fast[0] is not snap.node_list:
+            return None
+        return fast[3]
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, self._scorer.pod_requests(pod))

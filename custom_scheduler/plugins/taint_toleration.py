@@ -15,9 +15,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from custom_scheduler.framework import registry
+from custom_scheduler.framework.arrays import Mask, NodeArrays
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, NodeScore, StateKey, Status
+from custom_scheduler.framework.types import (
+    SUCCESS,
+    Code,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    Snapshot,
+    StateKey,
+    Status,
+)
 from custom_scheduler.model import Pod, Taint, Toleration, tolerates_all
 from custom_scheduler.plugins import helpers
 
@@ -76,6 +88,24 @@ class TaintToleration:
             if len(self._rejections) > 4096:
                 self._rejections.clear()
         return st
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> Mask | bool | None:
+        """:meth:`filter` for every snapshot node at once: the pod's tolerations are checked once
+        per distinct taint set (True: all pass; None: a NodeInfo without its Node, an error the
+        per-node loop reports)."""
+        a: NodeArrays = snap.arrays
+        if len(a.taint_sets) == 1:
+            return True  # no node has taints
+        if a.missing.any():
+            return None
+        tolerations = pod.tolerations
+        ok = np.fromiter(
+            (find_untolerated_taint(ts, tolerations) is None for ts in a.taint_sets), np.bool_, len(a.taint_sets)
+        )
+        if ok.all():
+            return True
+        mask: Mask = ok[a.taint_set]
+        return mask
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, tuple(t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)))
