@@ -16,7 +16,10 @@ copy (preemption's dry runs, nominated pods) check identity and fall back to the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +44,9 @@ _FIELDS = (
 )
 
 
+_LAYOUTS = itertools.count(1)
+
+
 class NodeArrays:
     """Resource columns for the nodes of one snapshot, plus what the vectorised filters need.
 
@@ -50,7 +56,17 @@ class NodeArrays:
     once per distinct taint set instead of once per node.
     """
 
-    __slots__ = (*_FIELDS, "size", "unschedulable", "missing", "taint_set", "taint_sets", "_taint_ids")
+    __slots__ = (
+        *_FIELDS,
+        "size",
+        "unschedulable",
+        "missing",
+        "taint_set",
+        "taint_sets",
+        "_taint_ids",
+        "gen",
+        "layout",
+    )
 
     def __init__(self, size: int = 0) -> None:
         self.size = size
@@ -61,6 +77,10 @@ class NodeArrays:
         self.taint_set: Column = np.zeros(size, dtype=np.int64)
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
+        self.gen: Column = np.zeros(size, dtype=np.int64)
+        """Each row's NodeInfo generation: which rows changed since a plugin last looked."""
+        self.layout = next(_LAYOUTS)
+        """Changes when rows are re-assigned to nodes (a rebuild): per-row memos start over."""
 
     def rebuild(self, nodes: Sequence[NodeInfo]) -> None:
         self.size = len(nodes)
@@ -74,6 +94,8 @@ class NodeArrays:
         self.unschedulable = np.fromiter((bool(ni.node and ni.node.unschedulable) for ni in nodes), np.int64, n)
         self.missing = np.fromiter((ni.node is None for ni in nodes), np.int64, n)
         self.taint_set = np.fromiter((self._taint_id(ni) for ni in nodes), np.int64, n)
+        self.gen = np.fromiter((ni.generation for ni in nodes), np.int64, n)
+        self.layout = next(_LAYOUTS)
 
     def set_row(self, i: int, ni: NodeInfo) -> None:
         for f, v in zip(_FIELDS, _row(ni), strict=True):
@@ -81,6 +103,7 @@ class NodeArrays:
         self.unschedulable[i] = bool(ni.node and ni.node.unschedulable)
         self.missing[i] = ni.node is None
         self.taint_set[i] = self._taint_id(ni)
+        self.gen[i] = ni.generation
 
     def _taint_id(self, ni: NodeInfo) -> int:
         taints = tuple(ni.node.taints) if ni.node is not None else ()
@@ -166,3 +189,45 @@ def remember_rows(state: CycleState, nodes: Sequence[NodeInfo], cols: NodeArrays
     """Tell :func:`rows_of` the rows of ``nodes`` (known to the vectorised filter), so the score
     plugins of this cycle skip looking them up."""
     state.write(_ROWS_KEY, (nodes, (cols, np.asarray(rows, dtype=np.intp))))
+
+
+class RowMemo:
+    """Per-row values of a function of one node, kept across cycles for a few keys.
+
+    Why: a filter verdict that depends only on the node (labels, name), such as whether it
+    satisfies a Deployment's required node affinity, is the same for every replica; computing it
+    per node per pod is most of the filter time on big clusters. Rows whose NodeInfo generation
+    moved since the last call are recomputed (generations move on any change, pods included, so
+    this over-approximates and is exact); a re-laid-out snapshot starts over. Callers must not
+    modify the arrays returned.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._by_key: OrderedDict[Hashable, tuple[int, Column, npt.NDArray[Any]]] = OrderedDict()
+
+    def values(
+        self,
+        key: Hashable,
+        cols: NodeArrays,
+        node_list: Sequence[NodeInfo],
+        fn: Callable[[NodeInfo], Any],
+        dtype: type[np.generic] = np.bool_,
+    ) -> npt.NDArray[Any]:
+        got = self._by_key.get(key)
+        if got is None or got[0] != cols.layout:
+            values = np.fromiter((fn(ni) for ni in node_list), dtype, len(node_list))
+            self._by_key[key] = (cols.layout, cols.gen.copy(), values)
+            if len(self._by_key) > self._size:
+                self._by_key.popitem(last=False)
+            return values
+        _, gens, values = got
+        changed = np.flatnonzero(cols.gen != gens)
+        if len(changed):
+            values = values.copy()  # earlier answers may still be held by a cycle state
+            for r in changed.tolist():
+                values[r] = fn(node_list[r])
+            gens[changed] = cols.gen[changed]
+            self._by_key[key] = (cols.layout, gens, values)
+        self._by_key.move_to_end(key)
+        return values

@@ -28,11 +28,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import orjson
+
 from custom_scheduler import labels
 from custom_scheduler.errors import FieldError
-from custom_scheduler.framework import registry
+from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, NodeScore, StateKey, Status
+from custom_scheduler.framework.types import (
+    SKIP,
+    SUCCESS,
+    Code,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    Snapshot,
+    StateKey,
+    Status,
+)
 from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import args_reader, helpers
 
@@ -278,6 +290,7 @@ class NodeAffinity:
                 compile_term(term)
             self._added_required = labels.compile_node_selector(added[REQUIRED])
         self._added_preferred = compile_preferred(added.get(PREFERRED) or ())
+        self._verdicts = arrays.RowMemo()
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         required = _node_affinity(pod).get(REQUIRED)
@@ -307,6 +320,32 @@ class NodeAffinity:
         if not required.matches(node):
             return _REJECT_POD
         return SUCCESS
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
+        """:meth:`filter` for every snapshot node at once. The verdict depends only on the node
+        and the pod's required affinity, which all replicas of a workload share: it is memoised
+        per affinity across cycles (:class:`arrays.RowMemo`)."""
+        cols: arrays.NodeArrays = snap.arrays
+        if cols.missing.any():
+            return None
+        required = state.get(PRE_FILTER_KEY)
+        if required is None:
+            return None
+        key = (
+            tuple(sorted(pod.node_selector.items())),
+            orjson.dumps(_node_affinity(pod).get(REQUIRED), option=orjson.OPT_SORT_KEYS),
+        )
+        added = self._added_required
+
+        def passes(ni: NodeInfo) -> bool:
+            node = ni.node
+            assert node is not None  # rows without a Node were excluded above
+            if added is not None and not added.matches(node.name, node.labels):
+                return False
+            return required.matches(node)
+
+        mask: arrays.Mask = self._verdicts.values(key, cols, snap.node_list, passes)
+        return mask
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         preferred = compile_preferred(_node_affinity(pod).get(PREFERRED) or ())

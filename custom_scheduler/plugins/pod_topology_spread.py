@@ -27,10 +27,16 @@ shallow and must not see each other's changes. Filter then costs a few dict look
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+import numpy as np
+import orjson
+
+from custom_scheduler.framework import arrays
+from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import (
@@ -41,6 +47,7 @@ from custom_scheduler.framework.types import (
     CycleState,
     NodeInfo,
     NodeScore,
+    Snapshot,
     StateKey,
     StateNotFoundError,
     Status,
@@ -276,6 +283,9 @@ class PodTopologySpread:
         self._handle = handle
         self._system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self._defaults = SYSTEM_DEFAULT_CONSTRAINTS if self._system_defaulted else args.default_constraints
+        self._tallies = _Tallies()
+        self._domain_ids = arrays.RowMemo()
+        self._domains: dict[str, dict[str | None, int]] = {}  # topology key -> value -> id (None, 0: no label)
 
     # -- filtering --------------------------------------------------------------------------------
 
@@ -287,7 +297,9 @@ class PodTopologySpread:
         if not constraints:
             state.write(_FILTER_KEY, _FilterState())
             return SKIP
-        by_domain = _count_matching_pods(pod, constraints, self._handle.snapshot_nodes())
+        by_domain = self._tallies.counts(pod, constraints, arrays.snapshot_of(self._handle))
+        if by_domain is None:
+            by_domain = _count_matching_pods(pod, constraints, self._handle.snapshot_nodes())
         global_min = tuple(
             min(d.values()) if d and len(d) >= c.min_domains else 0 for c, d in zip(constraints, by_domain, strict=True)
         )
@@ -313,6 +325,41 @@ class PodTopologySpread:
             if s.count(i, value) + s.self_match[i] - s.global_min[i] > c.max_skew:
                 return _REJECT_SKEW
         return SUCCESS
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
+        """:meth:`filter` for every snapshot node at once: the skew test is decided once per
+        domain and looked up through a per-row domain id (memoised across cycles)."""
+        s = state.get(_FILTER_KEY)
+        if s is None:
+            return None
+        if not s.constraints:
+            return True
+        cols: NodeArrays = snap.arrays
+        if cols.missing.any():
+            return None
+        mask: arrays.Mask | None = None
+        for i, c in enumerate(s.constraints):
+            ids_of = self._domains.setdefault(c.topology_key, {None: 0})
+            key = c.topology_key
+
+            def domain_id(ni: NodeInfo, key: str = key, ids_of: dict[str | None, int] = ids_of) -> int:
+                value = ni.node.labels.get(key) if ni.node is not None else None
+                if value is None:
+                    return 0
+                got = ids_of.get(value)
+                if got is None:
+                    got = ids_of[value] = len(ids_of)
+                return got
+
+            ids = self._domain_ids.values(key, cols, snap.node_list, domain_id, np.int64)
+            ok = np.zeros(len(ids_of), dtype=np.bool_)  # id 0 (no such label) stays False
+            limit = c.max_skew + s.global_min[i] - s.self_match[i]
+            for value, j in ids_of.items():
+                if value is not None:
+                    ok[j] = s.count(i, value) <= limit
+            m = ok[ids]
+            mask = m if mask is None else mask & m
+        return mask
 
     def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
         return self._update(state, pod, pod_to_add, node_info, 1)
@@ -487,6 +534,39 @@ def _has_untolerated_no_schedule_taint(pod: Pod, node: Node) -> bool:
     return any(t.effect in _NO_SCHEDULE_EFFECTS and not tolerates_all(pod.tolerations, t) for t in node.taints)
 
 
+Contribution = tuple[tuple[int, str, int], ...]
+"""One node's part of the PreFilter counts: (constraint index, domain value, matching pods) for each
+constraint the node is eligible for."""
+ContributionFn = Callable[[NodeInfo], Contribution]
+
+
+def _contribution_fn(pod: Pod, constraints: Sequence[Constraint]) -> Callable[[NodeInfo], Contribution]:
+    keys = [c.topology_key for c in constraints]
+    included = _inclusion(pod)
+    ns = pod.namespace
+
+    def contribution(ni: NodeInfo) -> Contribution:
+        node = ni.node
+        if node is None:
+            return ()
+        labels = node.labels
+        if any(k not in labels for k in keys):
+            return ()
+        active = [(i, c.selector, labels[c.topology_key]) for i, c in enumerate(constraints) if included(c, node)]
+        if not active:
+            return ()
+        found = [0] * len(constraints)
+        for p in ni.pods.values():
+            if p.namespace != ns or p.deleting:
+                continue
+            for i, selector, _ in active:
+                if selector.matches(p.labels):
+                    found[i] += 1
+        return tuple((i, value, found[i]) for i, _, value in active)
+
+    return contribution
+
+
 def _count_matching_pods(
     pod: Pod, constraints: Sequence[Constraint], nodes: Sequence[NodeInfo]
 ) -> list[dict[str, int]]:
@@ -496,30 +576,93 @@ def _count_matching_pods(
     domains matters for ``minDomains`` and the minimum.
     """
     by_domain: list[dict[str, int]] = [{} for _ in constraints]
-    keys = [c.topology_key for c in constraints]
-    included = _inclusion(pod)
-    ns = pod.namespace
+    contribution = _contribution_fn(pod, constraints)
     for ni in nodes:
-        node = ni.node
-        if node is None:
-            continue
-        labels = node.labels
-        if any(k not in labels for k in keys):
-            continue
-        active = [(i, c.selector, labels[c.topology_key]) for i, c in enumerate(constraints) if included(c, node)]
-        if not active:
-            continue
-        found = [0] * len(constraints)
-        for p in ni.pods.values():
-            if p.namespace != ns or p.deleting:
-                continue
-            for i, selector, _ in active:
-                if selector.matches(p.labels):
-                    found[i] += 1
-        for i, _, value in active:
+        for i, value, found in contribution(ni):
             d = by_domain[i]
-            d[value] = d.get(value, 0) + found[i]
+            d[value] = d.get(value, 0) + found
     return by_domain
+
+
+class _Tally:
+    """The counts of :func:`_count_matching_pods` for one kind of pod, kept across cycles.
+
+    Why: PreFilter visits every node and every pod on it, for every pod with hard constraints
+    (milliseconds at thousands of nodes), although between two pods of one Deployment only the
+    node that took the last one changed. The tally keeps each snapshot row's contribution and the
+    domain totals, and re-reads only rows whose NodeInfo generation moved; a re-laid-out snapshot
+    starts it over. Totals keep how many eligible nodes carry each domain, so a domain stays
+    present with 0 pods exactly as long as the full pass would list it.
+    """
+
+    __slots__ = ("gens", "layout", "nodes", "pods", "rows")
+
+    def __init__(self, cols: NodeArrays, node_list: Sequence[NodeInfo], contribution: ContributionFn, n: int) -> None:
+        self.layout = cols.layout
+        self.gens = cols.gen.copy()
+        self.pods: list[dict[str, int]] = [{} for _ in range(n)]
+        self.nodes: list[dict[str, int]] = [{} for _ in range(n)]
+        self.rows = [contribution(ni) for ni in node_list]
+        for row in self.rows:
+            self._apply(row, 1)
+
+    def _apply(self, row: Contribution, sign: int) -> None:
+        for i, value, found in row:
+            pods, nodes = self.pods[i], self.nodes[i]
+            pods[value] = pods.get(value, 0) + sign * found
+            nodes[value] = nodes.get(value, 0) + sign
+
+    def refresh(self, cols: NodeArrays, node_list: Sequence[NodeInfo], contribution: ContributionFn) -> None:
+        changed = np.flatnonzero(cols.gen != self.gens)
+        for r in changed.tolist():
+            self._apply(self.rows[r], -1)
+            self.rows[r] = contribution(node_list[r])
+            self._apply(self.rows[r], 1)
+        self.gens[changed] = cols.gen[changed]
+
+    def counts(self) -> list[dict[str, int]]:
+        pairs = zip(self.pods, self.nodes, strict=True)
+        return [{v: pods[v] for v, k in nodes.items() if k > 0} for pods, nodes in pairs]
+
+
+class _Tallies:
+    """A few :class:`_Tally` objects by pod kind (namespace, constraints, and what decides which
+    nodes are eligible), least recently used dropped first."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._size = size
+        self._by_key: OrderedDict[Any, _Tally] = OrderedDict()
+
+    def counts(self, pod: Pod, constraints: Sequence[Constraint], snap: Snapshot | None) -> list[dict[str, int]] | None:
+        """The PreFilter counts, or None when ``snap`` has no columns (the caller counts)."""
+        if snap is None or snap.arrays is None:
+            return None
+        cols: NodeArrays = snap.arrays
+        key = _tally_key(pod, constraints)
+        contribution = _contribution_fn(pod, constraints)
+        tally = self._by_key.get(key)
+        if tally is None or tally.layout != cols.layout:
+            tally = _Tally(cols, snap.node_list, contribution, len(constraints))
+            self._by_key[key] = tally
+            if len(self._by_key) > self._size:
+                self._by_key.popitem(last=False)
+        else:
+            tally.refresh(cols, snap.node_list, contribution)
+            self._by_key.move_to_end(key)
+        return tally.counts()
+
+
+def _tally_key(pod: Pod, constraints: Sequence[Constraint]) -> Any:
+    """Everything a node's contribution depends on besides the node: the namespace, the
+    constraints, and the pod's required node affinity and tolerations where policies use them."""
+    affinity: Any = None
+    if any(c.honor_affinity for c in constraints) and _has_required_node_affinity(pod):
+        required = ((pod.affinity or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        affinity = (tuple(sorted(pod.node_selector.items())), orjson.dumps(required, option=orjson.OPT_SORT_KEYS))
+    tolerations = pod.tolerations if any(c.honor_taints for c in constraints) else None
+    return (pod.namespace, tuple(constraints), affinity, tolerations)
 
 
 def _count_domains_for_scoring(

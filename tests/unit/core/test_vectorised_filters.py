@@ -33,11 +33,15 @@ def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:
             b.taint(key, value, effect)
         if draw(st.booleans()):
             b.label("disktype", "ssd")
+        zone = draw(st.sampled_from(["z1", "z2", "", None]))  # "" is a value; None: no label
+        if zone is not None:
+            b.label("zone", zone)
         if draw(st.integers(0, 5)) == 0:
             b.unschedulable()
         cache.add_node(b.build())
         for j in range(draw(st.integers(0, 2))):
-            cache.add_pod(make_pod(f"p{i}-{j}").req(cpu=f"{draw(st.integers(0, 2000))}m").node(f"n{i}").build())
+            p = make_pod(f"p{i}-{j}").req(cpu=f"{draw(st.integers(0, 2000))}m").label("app", "web")
+            cache.add_pod(p.node(f"n{i}").build())
     snap = cache.snapshot()
     cfg = load_config(DEFAULT, full_registry())
     fwk = build_frameworks(cfg.profiles, full_registry(), snap, client=None)["custom-scheduler"]
@@ -50,6 +54,8 @@ def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:
         pod.toleration("node.kubernetes.io/unschedulable", "", "NoSchedule", operator="Exists")
     if draw(st.booleans()):
         pod.node_selector(disktype="ssd")  # NodeAffinity has no mask: the mixed path
+    if draw(st.booleans()):  # PodTopologySpread (and its per-domain mask)
+        pod.label("app", "web").spread(draw(st.integers(1, 2)), "zone", selector={"matchLabels": {"app": "web"}})
     if draw(st.integers(0, 5)) == 0:
         pod.node(f"n{draw(st.integers(0, n))}")  # spec.nodeName, possibly of no node
     return fwk, snap, pod.build(), draw(st.integers(0, n - 1)), draw(st.integers(1, n))
@@ -103,3 +109,68 @@ def test_the_daemon_path_is_vectorised_and_hands_its_rows_to_the_scorers() -> No
     rows = arrays.rows_of(object(), feasible, state)  # no handle needed: remembered by the filter
     assert rows is not None
     assert rows[1].tolist() == [2, 0]
+
+
+_PODS = [
+    make_pod("sel").node_selector(disktype="ssd").build(),
+    make_pod("aff")
+    .required_node_affinity({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["z2"]}]})
+    .build(),
+    make_pod("spread")
+    .label("app", "web")
+    .spread(1, "zone", selector={"matchLabels": {"app": "web"}})
+    .node_selector(disktype="ssd")
+    .build(),
+    make_pod("plain").req(cpu="500m").build(),
+]
+STEPS = st.one_of(
+    st.tuples(st.just("pod"), st.integers(0, 7)),
+    st.tuples(st.just("label"), st.integers(0, 7), st.sampled_from(["z1", "z2", "", None]), st.booleans()),
+    st.tuples(st.just("node"), st.integers(8, 9)),
+)
+
+
+def _labelled(i: int, zone: str | None, ssd: bool) -> Any:
+    b = make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods="20")
+    if zone is not None:
+        b.label("zone", zone)
+    if ssd:
+        b.label("disktype", "ssd")
+    return b.build()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(STEPS, max_size=15), st.integers(0, 9))
+def test_memoised_masks_follow_the_cluster_across_cycles(steps: list[tuple[Any, ...]], start: int) -> None:
+    """One framework and one snapshot over many cycles, as in the daemon: per-node memos (node
+    affinity verdicts, domain ids) stay exact while nodes are relabelled, added and filled."""
+    cache = Cache()
+    for i in range(8):
+        cache.add_node(_labelled(i, ["z1", "z2"][i % 2], i % 3 == 0))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    fwk = build_frameworks(load_config(DEFAULT, full_registry()).profiles, full_registry(), snap, client=None)[
+        "custom-scheduler"
+    ]
+    for k, step in enumerate([("none",), *steps]):
+        if step[0] == "pod":
+            cache.add_pod(make_pod(f"w{k}").label("app", "web").req(cpu="100m").node(f"n{step[1]}").build())
+        elif step[0] == "label":
+            cache.update_node(_labelled(step[1], step[2], step[3]))
+        elif step[0] == "node":
+            cache.add_node(_labelled(step[1], "z1", True))
+        cache.update_snapshot(snap)
+        n = len(snap.node_list)
+        for pod in _PODS:
+            got = []
+            for vectorised in (False, True):
+                state = CycleState()
+                if not fwk.run_pre_filter(state, pod, snap.node_list).is_success:
+                    break
+                feasible, _, processed = fwk.filter_many(
+                    state, pod, snap.node_list, start=start % n, want=n, snap=snap if vectorised else None,
+                    need_statuses=not vectorised,
+                )
+                got.append(([ni.name for ni in feasible], processed))
+            if len(got) == 2:
+                assert got[1] == got[0], (pod.name, step)
