@@ -231,3 +231,65 @@ class RowMemo:
             self._by_key[key] = (cols.layout, gens, values)
         self._by_key.move_to_end(key)
         return values
+
+
+Entries = tuple[tuple[Hashable, int], ...]
+"""One row's contribution to a :class:`RowTally`: (key, amount) entries; a key may repeat."""
+
+
+class _TallyEntry:
+    __slots__ = ("counts", "gens", "layout", "rows", "sums")
+
+    def __init__(self, cols: NodeArrays, node_list: Sequence[NodeInfo], fn: Callable[[NodeInfo], Entries]) -> None:
+        self.layout = cols.layout
+        self.gens = cols.gen.copy()
+        self.sums: dict[Hashable, int] = {}
+        self.counts: dict[Hashable, int] = {}
+        self.rows = [fn(ni) for ni in node_list]
+        for row in self.rows:
+            self.apply(row, 1)
+
+    def apply(self, row: Entries, sign: int) -> None:
+        sums, counts = self.sums, self.counts
+        for k, v in row:
+            n = counts.get(k, 0) + sign
+            if n:
+                sums[k] = sums.get(k, 0) + sign * v
+                counts[k] = n
+            else:  # no row contributes any more (and the sum is back to 0): forget the key
+                del sums[k], counts[k]
+
+
+class RowTally:
+    """Sums over all snapshot rows of per-row entries, kept across cycles for a few keys.
+
+    Why: several PreFilter/PreScore steps add up, over every node and every pod on it, what
+    matches the incoming pod; replicas of one workload ask the same question and between two of
+    them only the node that took the last one changed. Rows whose NodeInfo generation moved are
+    re-read (their old entries subtracted, the new ones added); a re-laid-out snapshot starts over.
+    The answer lists every key that some row currently contributes to, even with a sum of 0, as a
+    full pass building the same dict would.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._by_key: OrderedDict[Hashable, _TallyEntry] = OrderedDict()
+
+    def totals(
+        self, key: Hashable, cols: NodeArrays, node_list: Sequence[NodeInfo], fn: Callable[[NodeInfo], Entries]
+    ) -> dict[Any, int]:
+        entry = self._by_key.get(key)
+        if entry is None or entry.layout != cols.layout:
+            entry = _TallyEntry(cols, node_list, fn)
+            self._by_key[key] = entry
+            if len(self._by_key) > self._size:
+                self._by_key.popitem(last=False)
+        else:
+            changed = np.flatnonzero(cols.gen != entry.gens)
+            for r in changed.tolist():
+                entry.apply(entry.rows[r], -1)
+                entry.rows[r] = fn(node_list[r])
+                entry.apply(entry.rows[r], 1)
+            entry.gens[changed] = cols.gen[changed]
+            self._by_key.move_to_end(key)
+        return dict(entry.sums)

@@ -44,6 +44,7 @@ from custom_scheduler.framework.types import (
     CycleState,
     NodeInfo,
     NodeScore,
+    Snapshot,
     StateKey,
     StateNotFoundError,
     Status,
@@ -306,6 +307,124 @@ def _add(counts: dict[Pair, int], labels: Mapping[str, str], key: str, n: int) -
         counts[pair] = counts.get(pair, 0) + n
 
 
+# --- per-node contributions (summed directly, or kept across cycles by arrays.RowTally) ----------
+
+
+def _sum_rows(row: Callable[[NodeInfo], arrays.Entries], nodes: Sequence[NodeInfo]) -> dict[Any, int]:
+    """The plain pass: every node's entries added up (explain, simulate, stub handles)."""
+    out: dict[Any, int] = {}
+    for ni in nodes:
+        for k, v in row(ni):
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _incoming_key(pod: Pod, ns_labels: _NamespaceLabels) -> Any:
+    """What existing pods' terms can see of the incoming pod: its namespace, labels and namespace labels."""
+    return (pod.namespace, frozenset(pod.labels.items()), frozenset(ns_labels(pod.namespace).items()))
+
+
+def _reads_namespace_labels(terms: Sequence[AffinityTerm]) -> bool:
+    """Whether matching these terms against *existing* pods reads other namespaces' labels, which
+    can change without any node changing: such sums are not kept across cycles."""
+    return any(not t.namespace_selector.nothing for t in terms)
+
+
+def _existing_anti_row(
+    terms_of: _TermCache, pod: Pod, ns_labels: _NamespaceLabels
+) -> Callable[[NodeInfo], arrays.Entries]:
+    """Per node: existing pods' required anti-affinity terms that select the incoming pod."""
+
+    def row(ni: NodeInfo) -> arrays.Entries:
+        if not ni.pods_with_required_anti_affinity or ni.node is None:
+            return ()
+        labels = ni.node.labels
+        out: list[tuple[Any, int]] = []
+        for existing in ni.pods_with_required_anti_affinity.values():
+            for t in terms_of.get(existing).required_anti_affinity:
+                if t.topology_key in labels and t.matches(pod, ns_labels):
+                    out.append(((t.topology_key, labels[t.topology_key]), 1))
+        return tuple(out)
+
+    return row
+
+
+def _incoming_row(
+    req_aff: tuple[AffinityTerm, ...], req_anti: tuple[AffinityTerm, ...], ns_labels: _NamespaceLabels
+) -> Callable[[NodeInfo], arrays.Entries]:
+    """Per node: existing pods matching all incoming required affinity terms (tag "a") and each
+    incoming required anti-affinity term (tag "x"), per topology pair."""
+    keys = {t.topology_key for t in req_aff + req_anti}
+
+    def row(ni: NodeInfo) -> arrays.Entries:
+        node = ni.node
+        if node is None or not ni.pods:
+            return ()
+        labels = node.labels
+        if not any(k in labels for k in keys):
+            return ()  # no term could count on this node
+        out: list[tuple[Any, int]] = []
+        for existing in ni.pods.values():
+            if req_aff and _matches_all(req_aff, existing, ns_labels):
+                for t in req_aff:
+                    if t.topology_key in labels:
+                        out.append((("a", t.topology_key, labels[t.topology_key]), 1))
+            for t in req_anti:
+                if t.topology_key in labels and t.matches(existing, ns_labels):
+                    out.append((("x", t.topology_key, labels[t.topology_key]), 1))
+        return tuple(out)
+
+    return row
+
+
+def _score_row(
+    terms_of: _TermCache,
+    terms: PodTerms,
+    pod: Pod,
+    ns_labels: _NamespaceLabels,
+    hard_weight: int,
+    has_preferred: bool,
+) -> Callable[[NodeInfo], arrays.Entries]:
+    """Per node: PreScore's weights per topology pair, from the incoming pod's preferred terms
+    over existing pods and from existing pods' terms over the incoming pod."""
+
+    def row(ni: NodeInfo) -> arrays.Entries:
+        existing_pods = ni.pods if has_preferred else ni.pods_with_affinity
+        if not existing_pods or ni.node is None or not ni.node.labels:
+            return ()
+        labels = ni.node.labels
+        out: list[tuple[Any, int]] = []
+
+        def add(t: AffinityTerm, weight: int) -> None:
+            value = labels.get(t.topology_key)
+            if value is not None:
+                out.append(((t.topology_key, value), weight))
+
+        for existing in existing_pods.values():
+            for t in terms.preferred_affinity:
+                if t.matches(existing, ns_labels):
+                    add(t, t.weight)
+            for t in terms.preferred_anti_affinity:
+                if t.matches(existing, ns_labels):
+                    add(t, -t.weight)
+            if not existing.has_pod_affinity:
+                continue
+            existing_terms = terms_of.get(existing)
+            if hard_weight > 0:
+                for t in existing_terms.required_affinity:
+                    if t.matches(pod, ns_labels):
+                        add(t, hard_weight)
+            for t in existing_terms.preferred_affinity:
+                if t.matches(pod, ns_labels):
+                    add(t, t.weight)
+            for t in existing_terms.preferred_anti_affinity:
+                if t.matches(pod, ns_labels):
+                    add(t, -t.weight)
+        return tuple(out)
+
+    return row
+
+
 class InterPodAffinity:
     """The InterPodAffinity plugin: PreFilter, Filter, PreFilterExtensions, PreScore, Score."""
 
@@ -315,6 +434,7 @@ class InterPodAffinity:
         self._args = args or InterPodAffinityArgs()
         self._handle = handle
         self._terms = _TermCache()
+        self._tally = arrays.RowTally()
 
     # -- filtering --------------------------------------------------------------------------------
 
@@ -325,16 +445,15 @@ class InterPodAffinity:
             return Status.unresolvable(f"parsing pod: {e}")
         ns_labels = _NamespaceLabels(self._handle)
         all_nodes = self._handle.snapshot_nodes()
-        existing_anti: dict[Pair, int] = {}
-        for ni in self._nodes_with(all_nodes, anti=True):
-            if not ni.pods_with_required_anti_affinity or ni.node is None:
-                continue
-            labels = ni.node.labels
-            for existing in ni.pods_with_required_anti_affinity.values():
-                for t in self._terms.get(existing).required_anti_affinity:
-                    if t.topology_key in labels and t.matches(pod, ns_labels):
-                        _add(existing_anti, labels, t.topology_key, 1)
-        affinity, anti = self._incoming_counts(terms, all_nodes, ns_labels)
+        snap = self._memo_snapshot(all_nodes)
+        anti_row = _existing_anti_row(self._terms, pod, ns_labels)
+        existing_anti: dict[Any, int]
+        if snap is not None:
+            key = ("existing-anti", _incoming_key(pod, ns_labels))
+            existing_anti = self._tally.totals(key, snap.arrays, all_nodes, anti_row)
+        else:
+            existing_anti = _sum_rows(anti_row, self._nodes_with(all_nodes, anti=True))
+        affinity, anti = self._incoming_counts(terms, pod, all_nodes, ns_labels, snap)
         s = _FilterState(
             terms,
             _PairCounts(existing_anti),
@@ -356,32 +475,35 @@ class InterPodAffinity:
             return all_nodes
         return snap.nodes_named(snap.anti_affinity_nodes if anti else snap.affinity_nodes)
 
-    @staticmethod
+    def _memo_snapshot(self, all_nodes: Sequence[NodeInfo]) -> Snapshot | None:
+        """The snapshot, when it has columns for the node list being read (the daemon), so that
+        sums over all nodes can be kept across cycles (:class:`arrays.RowTally`)."""
+        snap = arrays.snapshot_of(self._handle)
+        return snap if snap is not None and snap.node_list is all_nodes else None
+
     def _incoming_counts(
-        terms: PodTerms, nodes: Sequence[NodeInfo], ns_labels: _NamespaceLabels
+        self,
+        terms: PodTerms,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        ns_labels: _NamespaceLabels,
+        snap: Snapshot | None,
     ) -> tuple[dict[Pair, int], dict[Pair, int]]:
         """Existing pods matching all of the incoming pod's required affinity terms, and each of
         its required anti-affinity terms, per topology pair."""
-        affinity: dict[Pair, int] = {}
-        anti: dict[Pair, int] = {}
         req_aff, req_anti = terms.required_affinity, terms.required_anti_affinity
         if not req_aff and not req_anti:
-            return affinity, anti
-        keys = {t.topology_key for t in req_aff + req_anti}
-        for ni in nodes:
-            node = ni.node
-            if node is None or not ni.pods:
-                continue
-            labels = node.labels
-            if not any(k in labels for k in keys):
-                continue  # no term could count on this node
-            for existing in ni.pods.values():
-                if req_aff and _matches_all(req_aff, existing, ns_labels):
-                    for t in req_aff:
-                        _add(affinity, labels, t.topology_key, 1)
-                for t in req_anti:
-                    if t.matches(existing, ns_labels):
-                        _add(anti, labels, t.topology_key, 1)
+            return {}, {}
+        row = _incoming_row(req_aff, req_anti, ns_labels)
+        totals: dict[Any, int]
+        if snap is not None and not _reads_namespace_labels(req_aff + req_anti):
+            totals = self._tally.totals(("incoming", pod.namespace, req_aff, req_anti), snap.arrays, nodes, row)
+        else:
+            totals = _sum_rows(row, nodes)
+        affinity: dict[Pair, int] = {}
+        anti: dict[Pair, int] = {}
+        for (tag, key, value), n in totals.items():
+            (affinity if tag == "a" else anti)[(key, value)] = n
         return affinity, anti
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
@@ -455,41 +577,20 @@ class InterPodAffinity:
             return SKIP
         ns_labels = _NamespaceLabels(self._handle)
         hard_weight = self._args.hard_pod_affinity_weight
-        score: dict[str, dict[str, int]] = {}
-
-        def add(t: AffinityTerm, labels: Mapping[str, str], weight: int) -> None:
-            value = labels.get(t.topology_key)
-            if value is not None:
-                domain = score.setdefault(t.topology_key, {})
-                domain[value] = domain.get(value, 0) + weight
-
         all_nodes = self._handle.snapshot_nodes()
-        for ni in all_nodes if has_preferred else self._nodes_with(all_nodes, anti=False):
+        snap = self._memo_snapshot(all_nodes)
+        row = _score_row(self._terms, terms, pod, ns_labels, hard_weight, has_preferred)
+        preferred = terms.preferred_affinity + terms.preferred_anti_affinity
+        totals: dict[Any, int]
+        if snap is not None and not _reads_namespace_labels(preferred):
+            memo_key = ("score", _incoming_key(pod, ns_labels), has_preferred, preferred, hard_weight)
+            totals = self._tally.totals(memo_key, snap.arrays, all_nodes, row)
+        else:
             # Without preferred terms of its own, only existing pods with affinity can contribute.
-            existing_pods = ni.pods if has_preferred else ni.pods_with_affinity
-            if not existing_pods or ni.node is None or not ni.node.labels:
-                continue
-            labels = ni.node.labels
-            for existing in existing_pods.values():
-                for t in terms.preferred_affinity:
-                    if t.matches(existing, ns_labels):
-                        add(t, labels, t.weight)
-                for t in terms.preferred_anti_affinity:
-                    if t.matches(existing, ns_labels):
-                        add(t, labels, -t.weight)
-                if not existing.has_pod_affinity:
-                    continue
-                existing_terms = self._terms.get(existing)
-                if hard_weight > 0:
-                    for t in existing_terms.required_affinity:
-                        if t.matches(pod, ns_labels):
-                            add(t, labels, hard_weight)
-                for t in existing_terms.preferred_affinity:
-                    if t.matches(pod, ns_labels):
-                        add(t, labels, t.weight)
-                for t in existing_terms.preferred_anti_affinity:
-                    if t.matches(pod, ns_labels):
-                        add(t, labels, -t.weight)
+            totals = _sum_rows(row, all_nodes if has_preferred else self._nodes_with(all_nodes, anti=False))
+        score: dict[str, dict[str, int]] = {}
+        for (topology_key, value), weight in totals.items():
+            score.setdefault(topology_key, {})[value] = weight
         state.write(_SCORE_KEY, _ScoreState(score))
         return SUCCESS if score else SKIP
 

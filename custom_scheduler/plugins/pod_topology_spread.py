@@ -27,7 +27,6 @@ shallow and must not see each other's changes. Filter then costs a few dict look
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -283,7 +282,7 @@ class PodTopologySpread:
         self._handle = handle
         self._system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self._defaults = SYSTEM_DEFAULT_CONSTRAINTS if self._system_defaulted else args.default_constraints
-        self._tallies = _Tallies()
+        self._tally = arrays.RowTally()
         self._domain_ids = arrays.RowMemo()
         self._domains: dict[str, dict[str | None, int]] = {}  # topology key -> value -> id (None, 0: no label)
 
@@ -297,9 +296,7 @@ class PodTopologySpread:
         if not constraints:
             state.write(_FILTER_KEY, _FilterState())
             return SKIP
-        by_domain = self._tallies.counts(pod, constraints, arrays.snapshot_of(self._handle))
-        if by_domain is None:
-            by_domain = _count_matching_pods(pod, constraints, self._handle.snapshot_nodes())
+        by_domain = self._count(pod, constraints)
         global_min = tuple(
             min(d.values()) if d and len(d) >= c.min_domains else 0 for c, d in zip(constraints, by_domain, strict=True)
         )
@@ -460,6 +457,24 @@ class PodTopologySpread:
 
     # -- constraints ------------------------------------------------------------------------------
 
+    def _count(self, pod: Pod, constraints: Sequence[Constraint]) -> list[dict[str, int]]:
+        """PreFilter's counts: kept across cycles on the daemon's snapshot (:class:`arrays.RowTally`,
+        since only the nodes that changed since the last pod of the same kind need a recount),
+        else one pass over all nodes."""
+        nodes = self._handle.snapshot_nodes()
+        snap = arrays.snapshot_of(self._handle)
+        if snap is None or snap.node_list is not nodes:
+            return _count_matching_pods(pod, constraints, nodes)
+        contribution = _contribution_fn(pod, constraints)
+
+        def entries(ni: NodeInfo) -> arrays.Entries:
+            return tuple(((i, value), found) for i, value, found in contribution(ni))
+
+        by_domain: list[dict[str, int]] = [{} for _ in constraints]
+        for (i, value), n in self._tally.totals(_tally_key(pod, constraints), snap.arrays, nodes, entries).items():
+            by_domain[i][value] = n
+        return by_domain
+
     def _constraints(self, pod: Pod, action: str) -> list[Constraint]:
         """The pod's constraints for ``action``, or the defaults when the pod has none at all."""
         if pod.topology_spread_constraints:
@@ -582,74 +597,6 @@ def _count_matching_pods(
             d = by_domain[i]
             d[value] = d.get(value, 0) + found
     return by_domain
-
-
-class _Tally:
-    """The counts of :func:`_count_matching_pods` for one kind of pod, kept across cycles.
-
-    Why: PreFilter visits every node and every pod on it, for every pod with hard constraints
-    (milliseconds at thousands of nodes), although between two pods of one Deployment only the
-    node that took the last one changed. The tally keeps each snapshot row's contribution and the
-    domain totals, and re-reads only rows whose NodeInfo generation moved; a re-laid-out snapshot
-    starts it over. Totals keep how many eligible nodes carry each domain, so a domain stays
-    present with 0 pods exactly as long as the full pass would list it.
-    """
-
-    __slots__ = ("gens", "layout", "nodes", "pods", "rows")
-
-    def __init__(self, cols: NodeArrays, node_list: Sequence[NodeInfo], contribution: ContributionFn, n: int) -> None:
-        self.layout = cols.layout
-        self.gens = cols.gen.copy()
-        self.pods: list[dict[str, int]] = [{} for _ in range(n)]
-        self.nodes: list[dict[str, int]] = [{} for _ in range(n)]
-        self.rows = [contribution(ni) for ni in node_list]
-        for row in self.rows:
-            self._apply(row, 1)
-
-    def _apply(self, row: Contribution, sign: int) -> None:
-        for i, value, found in row:
-            pods, nodes = self.pods[i], self.nodes[i]
-            pods[value] = pods.get(value, 0) + sign * found
-            nodes[value] = nodes.get(value, 0) + sign
-
-    def refresh(self, cols: NodeArrays, node_list: Sequence[NodeInfo], contribution: ContributionFn) -> None:
-        changed = np.flatnonzero(cols.gen != self.gens)
-        for r in changed.tolist():
-            self._apply(self.rows[r], -1)
-            self.rows[r] = contribution(node_list[r])
-            self._apply(self.rows[r], 1)
-        self.gens[changed] = cols.gen[changed]
-
-    def counts(self) -> list[dict[str, int]]:
-        pairs = zip(self.pods, self.nodes, strict=True)
-        return [{v: pods[v] for v, k in nodes.items() if k > 0} for pods, nodes in pairs]
-
-
-class _Tallies:
-    """A few :class:`_Tally` objects by pod kind (namespace, constraints, and what decides which
-    nodes are eligible), least recently used dropped first."""
-
-    def __init__(self, size: int = 32) -> None:
-        self._size = size
-        self._by_key: OrderedDict[Any, _Tally] = OrderedDict()
-
-    def counts(self, pod: Pod, constraints: Sequence[Constraint], snap: Snapshot | None) -> list[dict[str, int]] | None:
-        """The PreFilter counts, or None when ``snap`` has no columns (the caller counts)."""
-        if snap is None or snap.arrays is None:
-            return None
-        cols: NodeArrays = snap.arrays
-        key = _tally_key(pod, constraints)
-        contribution = _contribution_fn(pod, constraints)
-        tally = self._by_key.get(key)
-        if tally is None or tally.layout != cols.layout:
-            tally = _Tally(cols, snap.node_list, contribution, len(constraints))
-            self._by_key[key] = tally
-            if len(self._by_key) > self._size:
-                self._by_key.popitem(last=False)
-        else:
-            tally.refresh(cols, snap.node_list, contribution)
-            self._by_key.move_to_end(key)
-        return tally.counts()
 
 
 def _tally_key(pod: Pod, constraints: Sequence[Constraint]) -> Any:

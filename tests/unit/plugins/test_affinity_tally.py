@@ -1,0 +1,109 @@
+"""InterPodAffinity's sums over all nodes, kept across cycles (arrays.RowTally), equal a plain pass
+over the snapshot whatever happens to the cluster between two pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import given, settings
+
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.types import CycleState, Snapshot
+from custom_scheduler.plugins import inter_pod_affinity as ipa
+from tests.builders import make_node, make_pod
+
+HOST = "kubernetes.io/hostname"
+ZONE = "zone"
+
+
+def _term(app: str, key: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+
+
+def _existing(name: str, kind: int) -> Any:
+    b = make_pod(name)
+    if kind == 0:
+        b.label("app", "cache").pod_affinity("podAntiAffinity", _term("cache", HOST))
+    elif kind == 1:
+        b.label("app", "web").pod_affinity("podAffinity", _term("db", ZONE), weight=7)
+    elif kind == 2:
+        b.label("app", "db").pod_affinity("podAffinity", _term("web", ZONE))
+    elif kind == 3:
+        b.label("app", "web").pod_affinity("podAntiAffinity", _term("web", ZONE), weight=3)
+    else:
+        b.label("app", "db")
+    return b
+
+
+INCOMING = [
+    make_pod("cache").label("app", "cache").pod_affinity("podAntiAffinity", _term("cache", HOST)).build(),
+    make_pod("web").label("app", "web").pod_affinity("podAffinity", _term("db", ZONE)).build(),
+    make_pod("pref").label("app", "web").pod_affinity("podAntiAffinity", _term("web", ZONE), weight=5).build(),
+    make_pod("plain").label("app", "db").build(),
+]
+OPS = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 5), st.integers(0, 4)),
+    st.tuples(st.just("remove"), st.integers(0, 40)),
+    st.tuples(st.just("relabel"), st.integers(0, 5), st.sampled_from(["z1", "z2", None])),
+    st.tuples(st.just("node"), st.integers(6, 7)),
+)
+
+
+def _node(i: int, zone: str | None) -> Any:
+    b = make_node(f"n{i}").capacity(cpu="64", memory="64Gi", pods="500")
+    if zone is not None:
+        b.label(ZONE, zone)
+    return b.build()
+
+
+def _states(plugin: ipa.InterPodAffinity, pod: Any, snap: Snapshot) -> tuple[Any, ...]:
+    state = CycleState()
+    plugin.pre_filter(state, pod, snap.node_list)
+    f = state.read(ipa._FILTER_KEY)
+    plugin.pre_score(state, pod, snap.node_list)
+    s = state.get(ipa._SCORE_KEY)
+    pairs = {(HOST, ni.name) for ni in snap.node_list} | {(ZONE, z) for z in ("z1", "z2")}
+    return (
+        {p: f.existing_anti.get(p) for p in pairs},
+        {p: f.affinity.get(p) for p in pairs},
+        {p: f.anti.get(p) for p in pairs},
+        (f.existing_anti.nonzero, f.affinity.nonzero, f.anti.nonzero),
+        {k: dict(v) for k, v in s.topology_score.items()} if s is not None else None,
+    )
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(OPS, max_size=20))
+def test_kept_sums_equal_a_plain_pass(ops: list[tuple[Any, ...]]) -> None:
+    cache = Cache()
+    for i in range(6):
+        cache.add_node(_node(i, ["z1", "z2"][i % 2]))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    kept = ipa.InterPodAffinity(None, SnapshotHandle(snap, profile_name="t"))
+    pods: list[Any] = []
+    for step, op in enumerate([("none",), *ops]):
+        if op[0] == "add":
+            pod = _existing(f"e{step}", op[2]).node(f"n{op[1]}").build()
+            cache.add_pod(pod)
+            pods.append(pod)
+        elif op[0] == "remove" and pods:
+            cache.remove_pod(pods.pop(op[1] % len(pods)))
+        elif op[0] == "relabel":
+            cache.update_node(_node(op[1], op[2]))
+        elif op[0] == "node":
+            cache.add_node(_node(op[1], "z1"))
+        cache.update_snapshot(snap)
+        assert snap.arrays is not None
+        plain_snap = Snapshot(
+            node_infos=snap.node_infos,
+            node_list=snap.node_list,
+            positions=snap.positions,
+            affinity_nodes=snap.affinity_nodes,
+            anti_affinity_nodes=snap.anti_affinity_nodes,
+        )  # no columns: the plugin sums directly
+        plain = ipa.InterPodAffinity(None, SnapshotHandle(plain_snap, profile_name="t"))
+        for incoming in INCOMING:
+            assert _states(kept, incoming, snap) == _states(plain, incoming, plain_snap), (incoming.name, op)
