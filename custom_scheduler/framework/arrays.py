@@ -66,6 +66,8 @@ class NodeArrays:
         "_taint_ids",
         "gen",
         "layout",
+        "scalar_alloc",
+        "scalar_req",
     )
 
     def __init__(self, size: int = 0) -> None:
@@ -81,6 +83,10 @@ class NodeArrays:
         """Each row's NodeInfo generation: which rows changed since a plugin last looked."""
         self.layout = next(_LAYOUTS)
         """Changes when rows are re-assigned to nodes (a rebuild): per-row memos start over."""
+        self.scalar_alloc: dict[str, Column] = {}
+        """Extended resources (GPUs, hugepages, ...): allocatable and requested, by name, for every
+        name any node has or any pod requests; rows without it hold 0."""
+        self.scalar_req: dict[str, Column] = {}
 
     def rebuild(self, nodes: Sequence[NodeInfo]) -> None:
         self.size = len(nodes)
@@ -96,6 +102,9 @@ class NodeArrays:
         self.taint_set = np.fromiter((self._taint_id(ni) for ni in nodes), np.int64, n)
         self.gen = np.fromiter((ni.generation for ni in nodes), np.int64, n)
         self.layout = next(_LAYOUTS)
+        self.scalar_alloc, self.scalar_req = {}, {}
+        for i, ni in enumerate(nodes):
+            self._set_scalars(i, ni)
 
     def set_row(self, i: int, ni: NodeInfo) -> None:
         for f, v in zip(_FIELDS, _row(ni), strict=True):
@@ -104,6 +113,18 @@ class NodeArrays:
         self.missing[i] = ni.node is None
         self.taint_set[i] = self._taint_id(ni)
         self.gen[i] = ni.generation
+        for col in (*self.scalar_alloc.values(), *self.scalar_req.values()):
+            col[i] = 0
+        self._set_scalars(i, ni)
+
+    def _set_scalars(self, i: int, ni: NodeInfo) -> None:
+        alloc = ni.node.allocatable.scalar if ni.node is not None else {}
+        for target, values in ((self.scalar_alloc, alloc), (self.scalar_req, ni.requested.scalar)):
+            for name, v in values.items():
+                if name not in self.scalar_alloc:  # a new resource name: both columns, all 0
+                    self.scalar_alloc[name] = np.zeros(self.size, dtype=np.int64)
+                    self.scalar_req[name] = np.zeros(self.size, dtype=np.int64)
+                target[name][i] = v
 
     def _taint_id(self, ni: NodeInfo) -> int:
         taints = tuple(ni.node.taints) if ni.node is not None else ()

@@ -411,7 +411,7 @@ class NodeResourcesFit:
         s = compute_pre_filter_state(pod, ignored_resources=self._ignored, ignored_groups=self._ignored_groups)
         state.write(PRE_FILTER_KEY, s)
         snap = arrays.snapshot_of(self._handle)
-        if snap is not None and not s.scalars:
+        if snap is not None:
             # Which snapshot nodes surely fit, for all nodes in a few array operations; Filter
             # then only computes reasons for the others (and for nodes that are modified copies).
             a: NodeArrays = snap.arrays
@@ -424,6 +424,12 @@ class NodeResourcesFit:
                 ):
                     if want > 0:
                         ok &= want <= a.col(alloc) - a.col(used)
+                for name, qty, _ in s.scalars:
+                    have = a.scalar_alloc.get(name)
+                    if have is not None:
+                        ok &= qty <= have - a.scalar_req[name]
+                    elif qty > 0:  # no node has or uses it: 0 - 0 left everywhere
+                        ok &= False
             state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok.tolist(), ok))
         return SUCCESS
 
@@ -441,7 +447,7 @@ class NodeResourcesFit:
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
         """:meth:`filter` for every snapshot node at once, from PreFilter's columns (None when
-        the pod asks for extended resources, which have no columns)."""
+        there is no snapshot with columns)."""
         fast = state.get(FAST_FILTER_KEY)
         if fast is None or fast[0] is not snap.node_list:
             return None

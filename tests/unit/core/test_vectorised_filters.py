@@ -33,6 +33,8 @@ def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:
             b.taint(key, value, effect)
         if draw(st.booleans()):
             b.label("disktype", "ssd")
+        if draw(st.booleans()):
+            b.capacity_named({"nvidia.com/gpu": str(draw(st.integers(0, 4)))})
         zone = draw(st.sampled_from(["z1", "z2", "", None]))  # "" is a value; None: no label
         if zone is not None:
             b.label("zone", zone)
@@ -41,6 +43,8 @@ def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:
         cache.add_node(b.build())
         for j in range(draw(st.integers(0, 2))):
             p = make_pod(f"p{i}-{j}").req(cpu=f"{draw(st.integers(0, 2000))}m").label("app", "web")
+            if draw(st.booleans()):
+                p.req_named({"nvidia.com/gpu": str(draw(st.integers(1, 2)))})
             cache.add_pod(p.node(f"n{i}").build())
     snap = cache.snapshot()
     cfg = load_config(DEFAULT, full_registry())
@@ -48,6 +52,9 @@ def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:
     pod = make_pod("x")
     if draw(st.booleans()):
         pod.req(cpu=f"{draw(st.integers(0, 3000))}m", memory=f"{draw(st.integers(0, 3000))}Mi")
+    extended = draw(st.sampled_from([None, "nvidia.com/gpu", "example.com/none"]))  # the last: on no node
+    if extended is not None:
+        pod.req_named({extended: str(draw(st.integers(1, 3)))})
     for key, value, effect in draw(st.lists(st.sampled_from(TAINTS), max_size=3, unique=True)):
         pod.toleration(key, value, effect, operator="Equal" if value else "Exists")
     if draw(st.integers(0, 5)) == 0:
@@ -122,16 +129,21 @@ _PODS = [
     .node_selector(disktype="ssd")
     .build(),
     make_pod("plain").req(cpu="500m").build(),
+    make_pod("gpu").req_named({"nvidia.com/gpu": "2"}).build(),
 ]
 STEPS = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 7)),
     st.tuples(st.just("label"), st.integers(0, 7), st.sampled_from(["z1", "z2", "", None]), st.booleans()),
     st.tuples(st.just("node"), st.integers(8, 9)),
+    st.tuples(st.just("gpu"), st.integers(0, 7), st.integers(0, 3)),
+    st.tuples(st.just("gpu-pod"), st.integers(0, 7)),
 )
 
 
-def _labelled(i: int, zone: str | None, ssd: bool) -> Any:
+def _labelled(i: int, zone: str | None, ssd: bool, gpus: int = 0) -> Any:
     b = make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods="20")
+    if gpus:
+        b.capacity_named({"nvidia.com/gpu": str(gpus)})
     if zone is not None:
         b.label("zone", zone)
     if ssd:
@@ -159,6 +171,10 @@ def test_memoised_masks_follow_the_cluster_across_cycles(steps: list[tuple[Any, 
             cache.update_node(_labelled(step[1], step[2], step[3]))
         elif step[0] == "node":
             cache.add_node(_labelled(step[1], "z1", True))
+        elif step[0] == "gpu":  # a resource name may first appear in an incremental update
+            cache.update_node(_labelled(step[1], "z2", False, gpus=step[2]))
+        elif step[0] == "gpu-pod":
+            cache.add_pod(make_pod(f"g{k}").req_named({"nvidia.com/gpu": "1"}).node(f"n{step[1]}").build())
         cache.update_snapshot(snap)
         n = len(snap.node_list)
         for pod in _PODS:
