@@ -255,6 +255,7 @@ class Options:
     order: str = "scheduler-first"
     kube_plugins: str = "matched"
     create_workers: int = 32
+    rate: float = 0.0
     timeout: float = 0.0
     stall: float = 30.0
     startup_timeout: float = 120.0
@@ -393,14 +394,26 @@ def _create_nodes(kube: KubeClient, nodes: Sequence[dict[str, Any]], workers: in
             f.result()
 
 
-def _create_pods(kube: KubeClient, namespace: str, pods: Sequence[dict[str, Any]], workers: int) -> dict[str, float]:
-    """Create pods concurrently; return name → monotonic time the create call returned."""
-    path = pod_path(namespace)
-    bodies = [(p["metadata"]["name"], orjson.dumps(p)) for p in pods]
-    done: dict[str, float] = {}
+def _create_pods(
+    kube: KubeClient, namespace: str, pods: Sequence[dict[str, Any]], workers: int, rate: float = 0.0
+) -> dict[str, float]:
+    """Create pods concurrently; return name → monotonic time the create call returned.
 
-    def create(item: tuple[str, bytes]) -> None:
-        name, body = item
+    ``rate`` > 0 paces the creates (pod ``i`` is sent at ``start + i / rate``): an open-loop
+    arrival process that is the same whichever scheduler runs, so latency measures the scheduler
+    at a given load rather than how fast the API server admits a burst while it competes for CPU.
+    """
+    path = pod_path(namespace)
+    bodies = [(i, p["metadata"]["name"], orjson.dumps(p)) for i, p in enumerate(pods)]
+    done: dict[str, float] = {}
+    start = time.monotonic()
+
+    def create(item: tuple[int, str, bytes]) -> None:
+        i, name, body = item
+        if rate > 0:
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
         for attempt in range(5):
             try:
                 kube.request_raw("POST", path, body=body, rate_limited=False)
@@ -502,7 +515,7 @@ def run_one(
                 time.sleep(1.0)  # let py-spy attach before the burst
             window = CpuWindow(cp, sched.pid)
             t_burst = t_start = time.monotonic()
-            created = _create_pods(kube, namespace, pods, opts.create_workers)
+            created = _create_pods(kube, namespace, pods, opts.create_workers, opts.rate)
             res["pod_create_s"] = time.monotonic() - t_burst
             log(f"[{which}] {len(pods)} pods created in {res['pod_create_s']:.1f}s")
 
@@ -582,7 +595,7 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
     ("cpu_window_s.harness", "harness CPU during run (s)", "{:.2f}", None),
     ("cpu_window_s.other", "other processes' CPU during run (s)", "{:.2f}", None),
     ("loadavg_1m", "load average (1 min) at end", "{:.2f}", None),
-    ("pod_create_s", "pod burst creation (s)", "{:.2f}", None),
+    ("pod_create_s", "pod creation, first to last (s)", "{:.2f}", None),
     ("placement.pods_per_node_max", "pods per node, max", "{:.0f}", False),
     ("placement.pods_per_node_stddev", "pods per node, stddev", "{:.2f}", False),
     ("placement.cpu_util_stddev", "CPU utilisation stddev", "{:.4f}", False),
@@ -736,6 +749,7 @@ def header_line(report: dict[str, Any]) -> str:
     c, m = report["config"], report["machine"]
     return (
         f"workload={c['workload']} nodes={c['nodes']} pods={c['pods']} order={c['order']} "
+        f"{'rate=' + format(c['rate'], 'g') + '/s ' if c.get('rate') else ''}"
         f"qps/burst={c['qps']:g}/{c['burst']} kube-plugins={c['kube_plugins']} rounds={c.get('rounds', 1)} | "
         f"nproc={m['nproc']} ({m['cpu_model']}) kube-apiserver {m['kube_apiserver']} python {m['python']}"
     )
@@ -752,6 +766,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     p.add_argument("--order", choices=("scheduler-first", "pods-first"), default="scheduler-first")
     p.add_argument("--kube-plugins", choices=("matched", "default"), default="matched")
     p.add_argument("--create-workers", type=int, default=32)
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="create pods at this many per second (open-loop arrivals, scheduler-first only); 0: one burst",
+    )
     p.add_argument("--timeout", type=float, default=0.0, help="seconds to wait for all binds (default 60 + pods/20)")
     p.add_argument("--stall", type=float, default=30.0, help="give up after this many seconds without a new bind")
     p.add_argument("--seed", type=int, default=1)
@@ -777,6 +797,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         order=a.order,
         kube_plugins=a.kube_plugins,
         create_workers=a.create_workers,
+        rate=a.rate,
         timeout=a.timeout,
         stall=a.stall,
         seed=a.seed,
