@@ -4,12 +4,16 @@ PodTopologySpread's system default constraints (hostname maxSkew 3, zone maxSkew
 ScheduleAnyway) spread a pod away from the other pods *of the same workload*; kube-scheduler
 defines that workload as the union of the selectors of every Service, ReplicationController,
 ReplicaSet and StatefulSet in the pod's namespace that selects the pod (``helper.DefaultSelector``).
-This module keeps those selectors, compiled, from four informers, indexed by namespace.
+This module keeps those selectors, compiled, indexed by namespace: from four informers for the
+daemon (:class:`DefaultSelectors`), or from fixed lists of objects for the offline tools, which read
+a snapshot file or one LIST of a live cluster (:class:`StaticSelectors`). Both answer through the
+same index, so ``explain`` and ``simulate`` spread a pod exactly as the daemon does.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +28,15 @@ SOURCES = {
     "replicationcontrollers": ("/api/v1/replicationcontrollers", True),
     "replicasets": ("/apis/apps/v1/replicasets", False),
     "statefulsets": ("/apis/apps/v1/statefulsets", False),
+}
+
+#: The ``kind`` of each source's objects -> its key in :data:`SOURCES` (objects read from files name
+#: their kind, not the API path they came from).
+KINDS = {
+    "Service": "services",
+    "ReplicationController": "replicationcontrollers",
+    "ReplicaSet": "replicasets",
+    "StatefulSet": "statefulsets",
 }
 
 
@@ -78,6 +91,16 @@ class _Index:
             if ns is not None:
                 ns.pop(w.key, None)
 
+    def select(self, pod: Pod) -> labels.Selector | None:
+        """The union of the selectors of ``pod``'s namespace that select it; None when none does."""
+        reqs: list[labels.Requirement] = []
+        with self.lock:
+            workloads = list(self.by_ns.get(pod.namespace, {}).values())
+        for w in workloads:
+            if w.selector is not None and w.selector.matches(pod.labels):
+                reqs.extend(w.selector.requirements)
+        return labels.Selector(tuple(reqs)) if reqs else None
+
 
 class DefaultSelectors:
     def __init__(self, client: KubeClient, **informer_kw: Any) -> None:
@@ -89,10 +112,26 @@ class DefaultSelectors:
 
     def for_pod(self, pod: Pod) -> labels.Selector | None:
         """The union of the selectors that select ``pod``; None when nothing selects it."""
-        reqs: list[labels.Requirement] = []
-        with self._index.lock:
-            workloads = list(self._index.by_ns.get(pod.namespace, {}).values())
-        for w in workloads:
-            if w.selector is not None and w.selector.matches(pod.labels):
-                reqs.extend(w.selector.requirements)
-        return labels.Selector(tuple(reqs)) if reqs else None
+        return self._index.select(pod)
+
+
+class StaticSelectors:
+    """:class:`DefaultSelectors` over a fixed set of API objects (JSON dicts), for tools without
+    informers: the same projection (an empty, absent or invalid selector selects nothing) and the
+    same union, so their PodTopologySpread default constraints are the daemon's.
+
+    Each object is indexed by its ``kind`` (see :data:`KINDS`); objects of other kinds are ignored,
+    so a whole snapshot or ``kubectl get ... -o yaml`` List can be passed as it is.
+    """
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self._index = _Index()
+        projections = {kind: _project(source, SOURCES[source][1]) for kind, source in KINDS.items()}
+        for doc in objects:
+            project = projections.get(str(doc.get("kind") or ""))
+            if project is not None:
+                self._index.on_add(project(doc))
+
+    def for_pod(self, pod: Pod) -> labels.Selector | None:
+        """The union of the selectors that select ``pod``; None when nothing selects it."""
+        return self._index.select(pod)

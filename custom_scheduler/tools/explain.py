@@ -24,6 +24,10 @@ Semantics worth knowing:
   nothing. The message is the daemon's, including its ``preemption: ...`` sentence.
 - Pending pods with ``status.nominatedNodeName`` count on their nominated node, as the daemon's
   nominator does.
+- PodTopologySpread's system default constraints spread a pod away from the other pods of its
+  workload: the Services, ReplicationControllers, ReplicaSets and StatefulSets of the cluster (or
+  the snapshot) that select it, as in the daemon. A snapshot without those sections, or a kind the
+  credentials may not list (a warning on stderr), leaves the pod without a workload.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from custom_scheduler.tools.snapshot import (
     load_cluster,
     load_objects,
     load_scheduler_config,
+    print_warnings,
     quiet_logs,
     resolve_priority,
     to_pod,
@@ -228,12 +233,20 @@ def offline_frameworks(
     seed: int | None,
 ) -> dict[str, Framework]:
     """The daemon's frameworks (:func:`build_frameworks`) without an API client, reading ``snap``,
-    the state's namespaces and PDBs, and ``nominated`` (node -> pods, updated by the caller).
+    the state's namespaces, PDBs and workload selectors, and ``nominated`` (node -> pods, updated by
+    the caller).
 
     Without a client, plugins cannot write: DefaultPreemption only plans. Plugins that keep a
     ``random.Random`` as ``rng`` (preemption's candidate offset) are seeded from ``seed``.
     """
-    fwks = build_frameworks(cfg.profiles, registry, snap, client=None, namespace_labels=state.namespace_labels())
+    fwks = build_frameworks(
+        cfg.profiles,
+        registry,
+        snap,
+        client=None,
+        namespace_labels=state.namespace_labels(),
+        default_spread_selector=state.default_spread_selector(),
+    )
     pdbs = state.pdb_lister()
     for i, f in enumerate(fwks.values()):
         if isinstance(f.handle, SnapshotHandle):
@@ -441,6 +454,7 @@ def explain_command(args: argparse.Namespace, registry: Any) -> Explanation:
             except kerrors.NotFound:
                 raise ToolError(f"pod {ns}/{name} not found") from None
         state = fetch_live(client)
+        print_warnings("explain", state)
     assert pod_doc is not None
     return explain_pod(state, pod_doc, cfg, registry, profile=args.profile, unbind=not from_file, seed=args.seed)
 

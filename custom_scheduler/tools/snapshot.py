@@ -1,10 +1,12 @@
 """Cluster state for ``explain`` and ``simulate``: read live, from a snapshot file, or write one.
 
 A :class:`ClusterState` holds the raw API objects (JSON dicts) the scheduler's informers would see:
-nodes, the assigned non-terminal pods, namespaces (for affinity ``namespaceSelector``) and
+nodes, the assigned non-terminal pods, namespaces (for affinity ``namespaceSelector``),
 PriorityClasses (to resolve ``priorityClassName`` of pods read from files, which admission has not
-seen). :func:`build_cache` turns it into the daemon's :class:`~custom_scheduler.core.cache.Cache`,
-exactly as the pod and node informers would fill it, so offline tools see what the daemon sees.
+seen), PDBs, and the Services, ReplicationControllers, ReplicaSets and StatefulSets whose selectors
+make PodTopologySpread's system default constraints. :func:`build_cache` turns it into the daemon's
+:class:`~custom_scheduler.core.cache.Cache`, exactly as the pod and node informers would fill it, so
+offline tools see what the daemon sees.
 
 ``custom-scheduler snapshot -o FILE`` writes one YAML document::
 
@@ -15,6 +17,13 @@ exactly as the pod and node informers would fill it, so offline tools see what t
     namespaces: [...]       # names and labels
     priorityClasses: [...]  # name, value, globalDefault, preemptionPolicy
     podDisruptionBudgets: [...]  # selector and status.disruptionsAllowed (preemption reads them)
+    services: [...]                # name, namespace and spec.selector (PodTopologySpread's
+    replicationControllers: [...]  # default constraints spread the pods one workload selects);
+    replicaSets: [...]             # the same for these three
+    statefulSets: [...]
+
+Every section is optional: a snapshot written before the workload sections existed still loads, and
+its pods are then spread as if no workload selected them.
 
 Readers (:func:`load_cluster`, :func:`load_pods`) also accept a ``v1 List``, a plain YAML list, a
 multi-document stream of objects, or any document with ``nodes:``/``pods:`` keys, so the output of
@@ -36,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from custom_scheduler import labels
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.model import Pod, PodDisruptionBudget, node_from_json, pdb_from_json, pod_from_json
 
@@ -49,12 +59,29 @@ SNAPSHOT_KIND = "ClusterSnapshot"
 #: The minimal configuration: the default profile (what the daemon runs without pluginConfig).
 DEFAULT_CONFIG_TEXT = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 
+#: The snapshot sections of the objects whose selectors define a pod's workload for PodTopologySpread's
+#: system default constraints (the kinds of :data:`custom_scheduler.core.selectors.KINDS`).
+_WORKLOAD_SECTIONS = {
+    "services": "Service",
+    "replicationControllers": "ReplicationController",
+    "replicaSets": "ReplicaSet",
+    "statefulSets": "StatefulSet",
+}
+_WORKLOAD_KINDS = frozenset(_WORKLOAD_SECTIONS.values())
 _SECTION_KINDS = {
     "nodes": "Node",
     "pods": "Pod",
     "namespaces": "Namespace",
     "priorityClasses": "PriorityClass",
     "podDisruptionBudgets": "PodDisruptionBudget",
+    **_WORKLOAD_SECTIONS,
+}
+#: apiVersion of the kinds not in the core group (the rest are ``v1``).
+_API_VERSIONS = {
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
 }
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -82,7 +109,9 @@ class ClusterState:
     namespaces: list[JSONDict] = field(default_factory=list)
     priority_classes: list[JSONDict] = field(default_factory=list)
     pdbs: list[JSONDict] = field(default_factory=list)
+    workloads: list[JSONDict] = field(default_factory=list)  # Services, RCs, ReplicaSets, StatefulSets
     source: str = ""
+    warnings: list[str] = field(default_factory=list)  # what could not be read (the tools print them)
 
     def node_names(self) -> set[str]:
         return {_meta(n).get("name", "") for n in self.nodes}
@@ -111,6 +140,14 @@ class ClusterState:
         parsed = [pdb_from_json(d) for d in self.pdbs]
         return lambda: list(parsed)
 
+    def default_spread_selector(self) -> Callable[[Pod], labels.Selector | None]:
+        """The Handle's workload-selector lookup over this state's Services, ReplicationControllers,
+        ReplicaSets and StatefulSets: without it PodTopologySpread's system default constraints
+        never apply offline, and explain/simulate would score spreading unlike the daemon."""
+        from custom_scheduler.core.selectors import StaticSelectors
+
+        return StaticSelectors(_in_default_namespace(w) for w in self.workloads).for_pod
+
 
 def _meta(doc: Mapping[str, Any]) -> dict[str, Any]:
     m = doc.get("metadata")
@@ -120,6 +157,14 @@ def _meta(doc: Mapping[str, Any]) -> dict[str, Any]:
 def _spec(doc: Mapping[str, Any]) -> dict[str, Any]:
     s = doc.get("spec")
     return s if isinstance(s, dict) else {}
+
+
+def _in_default_namespace(doc: JSONDict) -> JSONDict:
+    """``doc`` with ``metadata.namespace`` defaulted to ``default``, as :func:`to_pod` defaults the
+    pods of files, so a Service written without a namespace still selects them."""
+    if _meta(doc).get("namespace"):
+        return doc
+    return {**doc, "metadata": {**_meta(doc), "namespace": "default"}}
 
 
 def _phase(doc: Mapping[str, Any]) -> str:
@@ -266,6 +311,8 @@ def load_cluster(path: str) -> ClusterState:
             state.priority_classes.append(obj)
         elif kind == "PodDisruptionBudget":
             state.pdbs.append(obj)
+        elif kind in _WORKLOAD_KINDS:
+            state.workloads.append(obj)
     if not state.nodes:
         raise ToolError(f"cluster snapshot {path}: no Node objects found")
     names = [_meta(n)["name"] for n in state.nodes]
@@ -319,10 +366,12 @@ def list_all(client: Any, path: str, query: Mapping[str, Any] | None = None) -> 
 
 
 def fetch_live(client: Any) -> ClusterState:
-    """LIST nodes, non-terminal pods, namespaces, PriorityClasses and PDBs from the API server.
+    """LIST nodes, non-terminal pods, namespaces, PriorityClasses, PDBs and workloads (Services,
+    ReplicationControllers, ReplicaSets, StatefulSets) from the API server.
 
     Raises :class:`~custom_scheduler.kube.errors.KubeError` on failures of the first three;
-    PriorityClasses and PDBs are optional (a forbidden or missing API leaves the list empty).
+    PriorityClasses and PDBs are optional (a forbidden or missing API leaves the list empty), and so
+    are the workloads, whose failures are also kept in ``warnings``.
     """
     from custom_scheduler.core.informers import POD_FIELD_SELECTOR
     from custom_scheduler.kube import errors as kerrors
@@ -341,14 +390,39 @@ def fetch_live(client: Any) -> ClusterState:
     except kerrors.ApiError:
         pdbs = []
     state.pdbs = [_with_kind(b, "PodDisruptionBudget") for b in pdbs]
+    _fetch_workloads(client, state)
     return state
+
+
+def _fetch_workloads(client: Any, state: ClusterState) -> None:
+    """Add the objects of every workload kind to ``state``. A kind that cannot be listed (RBAC
+    forbids it, the API fails) is skipped with a warning rather than failing the tool: the report
+    is still right except for PodTopologySpread's default spreading, which the warning names."""
+    from custom_scheduler.core.selectors import KINDS, SOURCES
+    from custom_scheduler.kube import errors as kerrors
+
+    for kind, source in KINDS.items():
+        try:
+            items = list_all(client, SOURCES[source][0])
+        except kerrors.KubeError as e:
+            state.warnings.append(
+                f"cannot list {source} ({e}); PodTopologySpread's default spreading ignores them, "
+                "so its scores may differ from the daemon's"
+            )
+            continue
+        state.workloads.extend(_with_kind(w, kind) for w in items)
 
 
 def _with_kind(doc: JSONDict, kind: str) -> JSONDict:
     doc.setdefault("kind", kind)
-    versions = {"PriorityClass": "scheduling.k8s.io/v1", "PodDisruptionBudget": "policy/v1"}
-    doc.setdefault("apiVersion", versions.get(kind, "v1"))
+    doc.setdefault("apiVersion", _API_VERSIONS.get(kind, "v1"))
     return doc
+
+
+def print_warnings(tool: str, state: ClusterState) -> None:
+    """What :func:`fetch_live` had to leave out, on stderr (stdout carries only the report)."""
+    for w in state.warnings:
+        print(f"custom-scheduler {tool}: warning: {w}", file=sys.stderr)
 
 
 # -- writing snapshots ------------------------------------------------------------------------------
@@ -421,9 +495,35 @@ def strip_pdb(doc: Mapping[str, Any]) -> JSONDict:
     }
 
 
+def strip_workload(doc: Mapping[str, Any]) -> JSONDict:
+    """A Service, ReplicationController, ReplicaSet or StatefulSet reduced to its selector: all that
+    PodTopologySpread's default constraints read of it (a ReplicaSet's pod template is most of it)."""
+    kind = str(doc.get("kind") or "")
+    meta = _meta(doc)
+    out: JSONDict = {
+        "apiVersion": _API_VERSIONS.get(kind, "v1"),
+        "kind": kind,
+        "metadata": {k: meta[k] for k in ("name", "namespace") if meta.get(k)},
+    }
+    selector = _spec(doc).get("selector")
+    if selector is not None:
+        out["spec"] = {"selector": copy.deepcopy(selector)}
+    return out
+
+
+def _workload_sections(state: ClusterState) -> JSONDict:
+    """The workload sections of a snapshot, each sorted by namespace and name."""
+    stripped = sorted(
+        (strip_workload(w) for w in state.workloads),
+        key=lambda w: (w["metadata"].get("namespace", ""), w["metadata"].get("name", "")),
+    )
+    return {section: [w for w in stripped if w["kind"] == kind] for section, kind in _WORKLOAD_SECTIONS.items()}
+
+
 def snapshot_document(state: ClusterState) -> JSONDict:
     """The snapshot file's content: nodes, the assigned non-terminal pods on them, namespaces,
-    PriorityClasses, PodDisruptionBudgets; sorted by name so two snapshots of one cluster diff cleanly."""
+    PriorityClasses, PodDisruptionBudgets and the workloads' selectors; sorted by name so two
+    snapshots of one cluster diff cleanly."""
     names = state.node_names()
     nodes = sorted((strip_node(n) for n in state.nodes), key=lambda n: n["metadata"]["name"])
     pods = sorted(
@@ -447,6 +547,7 @@ def snapshot_document(state: ClusterState) -> JSONDict:
         "namespaces": namespaces,
         "priorityClasses": pcs,
         "podDisruptionBudgets": pdbs,
+        **_workload_sections(state),
     }
 
 
@@ -520,17 +621,15 @@ def load_scheduler_config(path: str | None, registry: Any) -> Any:
 # -- the command ------------------------------------------------------------------------------------
 
 
-def take_snapshot(client: Any) -> JSONDict:
-    return snapshot_document(fetch_live(client))
-
-
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from custom_scheduler.kube import errors as kerrors
 
     try:
         with quiet_logs():
             client = connect(args.kubeconfig)
-            doc = take_snapshot(client)
+            state = fetch_live(client)
+            print_warnings("snapshot", state)
+            doc = snapshot_document(state)
             write_text(args.output, dump_yaml(doc))
     except ToolError as e:
         print(f"custom-scheduler snapshot: {e}", file=sys.stderr)
@@ -541,7 +640,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if args.output != "-":
         print(
             f"wrote {args.output}: {len(doc['nodes'])} nodes, {len(doc['pods'])} pods, "
-            f"{len(doc['namespaces'])} namespaces, {len(doc['priorityClasses'])} priority classes",
+            f"{len(doc['namespaces'])} namespaces, {len(doc['priorityClasses'])} priority classes, "
+            f"{sum(len(doc[s]) for s in _WORKLOAD_SECTIONS)} workloads",
             file=sys.stderr,
         )
     return EXIT_OK

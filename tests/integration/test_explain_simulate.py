@@ -269,3 +269,37 @@ def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
     after = {u["node"]: u["after"]["cpu"]["requested"] for u in d["utilisation"]}
     for node, milli in requested.items():
         assert after[node] == milli
+
+
+def test_live_explain_spreads_a_services_pods_as_the_daemon_does(
+    kube: KubeClient,
+    namespace: str,
+    control_plane: ControlPlane,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+    config_file: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LeastAllocated alone would put every replica on the much bigger node; the Service's default
+    spreading moves some to the small one. Explain must read the Service too, or it names the big
+    node for those."""
+    big = nodes(make_node("sbig").capacity(cpu="64", memory="128Gi", pods="110"))["metadata"]["name"]
+    small = nodes(make_node("ssmall").capacity(cpu="8", memory="16Gi", pods="110"))["metadata"]["name"]
+    service = {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}
+    kube.post(f"/api/v1/namespaces/{namespace}/services", service)
+    start_scheduler(CONFIG)
+    replicas = [_pod(f"web-{i}").label("app", "web").req(cpu="500m", memory="512Mi") for i in range(6)]
+    bound = _bind_in_order(kube, namespace, create_pod, replicas)
+    assert {node for _, node, _ in bound} == {big, small}, bound  # the spreading is what is compared
+    kubeconfig = str(control_plane.kubeconfig())
+    for name, node, _ in reversed(bound):
+        rc, out, err = _run(
+            capsys, "explain", f"{namespace}/{name}", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
+        )
+        assert rc == 0, err
+        assert "warning" not in err
+        d = json.loads(out)
+        assert "PodTopologySpread" not in d["skipped"]["score"]
+        assert d["agreesWithBinding"] is True, (name, node, d["result"])
+        _delete_now(kube, namespace, name)
