@@ -7,7 +7,8 @@ kube-scheduler's ``schedulePod``:
 - at most ``num_feasible_nodes_to_find`` feasible nodes are searched for, starting at a rotating
   index so that successive pods look at different parts of a large cluster;
 - one feasible node is taken without scoring; otherwise the best total wins, ties broken uniformly
-  at random (reservoir sampling with an injected ``random.Random`` so tests and simulate can seed it).
+  at random (one draw among the tied nodes, from an injected ``random.Random`` so tests and
+  simulate can seed it; kube-scheduler's reservoir sampling gives the same distribution).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from custom_scheduler.framework.runtime import Framework, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
@@ -166,32 +170,18 @@ class Algorithm:
         self.next_start = (start + processed) % n
         return feasible, processed
 
-    def select_index(self, totals: Sequence[int]) -> int:
-        """Index of the highest total; ties broken uniformly at random (same draws as :meth:`select`)."""
-        best_i, best = 0, totals[0]
-        ties = 1
-        for i in range(1, len(totals)):
-            t = totals[i]
-            if t > best:
-                best_i, best, ties = i, t, 1
-            elif t == best:
-                ties += 1
-                if self.rng.randrange(ties) == 0:
-                    best_i = i
-        return best_i
+    def select_index(self, totals: npt.NDArray[np.int64] | Sequence[int]) -> int:
+        """Index of the highest total; ties broken uniformly at random, one draw over the tied
+        indices in order (the same draw :meth:`select` makes)."""
+        arr = totals if isinstance(totals, np.ndarray) else np.asarray(totals, dtype=np.int64)
+        ties = np.flatnonzero(arr == arr.max())
+        return int(ties[0]) if len(ties) == 1 else int(ties[self.rng.randrange(len(ties))])
 
     def select(self, scored: Sequence[ScoredNode]) -> str:
-        """The highest total; ties broken uniformly at random (reservoir sampling)."""
-        best = scored[0]
-        ties = 1
-        for s in scored[1:]:
-            if s.total > best.total:
-                best, ties = s, 1
-            elif s.total == best.total:
-                ties += 1
-                if self.rng.randrange(ties) == 0:
-                    best = s
-        return best.name
+        """The highest total; ties broken uniformly at random (see :meth:`select_index`)."""
+        best = max(s.total for s in scored)
+        ties = [s for s in scored if s.total == best]
+        return ties[0].name if len(ties) == 1 else ties[self.rng.randrange(len(ties))].name
 
 
 def _prefilter_names(fwk: Framework) -> str:

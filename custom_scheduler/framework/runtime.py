@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from custom_scheduler.config.types import PluginRef
 from custom_scheduler.framework import arrays
@@ -30,6 +31,13 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.model import Pod
+
+Scores = list[int] | npt.NDArray[np.int64]
+"""One plugin's scores, node-aligned: batch scorers over snapshot columns return int64 arrays."""
+
+
+def _ints(scores: Scores) -> list[int]:
+    return scores.tolist() if isinstance(scores, np.ndarray) else scores
 
 
 @dataclass(slots=True)
@@ -304,11 +312,11 @@ class Framework:
 
     def _plugin_scores(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> Iterator[tuple[str, int, list[int], list[int]]]:
+    ) -> Iterator[tuple[str, int, Scores, Scores]]:
         """Per active score plugin: (name, weight, raw scores, normalised scores), node-aligned.
 
-        Plugins may offer ``score_batch(state, pod, nodes) -> list[int]`` (one call for all nodes,
-        for the hot resource scorers); otherwise ``score`` runs per node. Likewise
+        Plugins may offer ``score_batch(state, pod, nodes) -> list[int] | int64 array`` (one call
+        for all nodes, for the hot resource scorers); otherwise ``score`` runs per node. Likewise
         ``normalize_batch(state, pod, raw) -> list[int]`` replaces ``normalize_score``; NodeScore
         objects are built only for plugins that normalise without it.
         """
@@ -332,8 +340,12 @@ class Framework:
                 normalized = [s.score for s in scores]
             else:
                 normalized = raw
-            if normalized and not (min(normalized) >= MIN_NODE_SCORE and max(normalized) <= MAX_NODE_SCORE):
-                bad = next(x for x in normalized if not MIN_NODE_SCORE <= x <= MAX_NODE_SCORE)
+            if isinstance(normalized, np.ndarray):
+                ok = not len(normalized) or (normalized.min() >= MIN_NODE_SCORE and normalized.max() <= MAX_NODE_SCORE)
+            else:
+                ok = not normalized or (min(normalized) >= MIN_NODE_SCORE and max(normalized) <= MAX_NODE_SCORE)
+            if not ok:
+                bad = next(int(x) for x in normalized if not MIN_NODE_SCORE <= x <= MAX_NODE_SCORE)
                 raise FrameworkError(
                     f'plugin "{p.name}" returns an invalid score {bad}, '
                     f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
@@ -347,7 +359,7 @@ class Framework:
         """
         out = [ScoredNode(ni.name) for ni in nodes]
         for name, weight, raw, normalized in self._plugin_scores(state, pod, nodes):
-            for sn, r, s in zip(out, raw, normalized, strict=True):
+            for sn, r, s in zip(out, _ints(raw), _ints(normalized), strict=True):
                 w = s * weight
                 sn.raw[name] = r
                 sn.normalized[name] = s
@@ -355,14 +367,13 @@ class Framework:
                 sn.total += w
         return out
 
-    def run_score_totals(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
-        """The weighted totals only: the daemon's hot path (same arithmetic as :meth:`run_score`)."""
-        totals = [0] * len(nodes)
+    def run_score_totals(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> npt.NDArray[np.int64]:
+        """The weighted totals only: the daemon's hot path (same arithmetic as :meth:`run_score`),
+        summed as int64 arrays (batch scorers return them; lists are converted once)."""
+        totals = np.zeros(len(nodes), dtype=np.int64)
         for _, weight, _, normalized in self._plugin_scores(state, pod, nodes):
-            if weight == 1:
-                totals = [t + s for t, s in zip(totals, normalized, strict=True)]
-            else:
-                totals = [t + s * weight for t, s in zip(totals, normalized, strict=True)]
+            scores = normalized if isinstance(normalized, np.ndarray) else np.asarray(normalized, dtype=np.int64)
+            totals += scores if weight == 1 else scores * weight
         return totals
 
     @property

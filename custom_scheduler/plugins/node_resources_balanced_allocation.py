@@ -103,7 +103,9 @@ def _balanced_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int) -> list
     return out
 
 
-def _vector_balanced(arrays_: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int, p_mem: int) -> list[int]:
+def _vector_balanced(
+    arrays_: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int, p_mem: int
+) -> npt.NDArray[np.int64]:
     """:func:`_balanced_cpu_mem` over snapshot columns: the same float operations, element-wise."""
     a_cpu = arrays_.col("alloc_cpu")[idx]
     a_mem = arrays_.col("alloc_mem")[idx]
@@ -111,7 +113,7 @@ def _vector_balanced(arrays_: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int,
     f1 = np.minimum((arrays_.col("req_cpu")[idx] + p_cpu) / np.where(a_cpu > 0, a_cpu, 1), 1.0)
     f2 = np.minimum((arrays_.col("req_mem")[idx] + p_mem) / np.where(a_mem > 0, a_mem, 1), 1.0)
     score = ((1 - np.abs((f1 - f2) / 2)) * MAX_NODE_SCORE).astype(np.int64)
-    out: list[int] = np.where(both, score, MAX_NODE_SCORE).tolist()
+    out: npt.NDArray[np.int64] = np.where(both, score, MAX_NODE_SCORE).astype(np.int64, copy=False)
     return out
 
 
@@ -141,7 +143,7 @@ class NodeResourcesBalancedAllocation:
             pod_requests = self._scorer.pod_requests(pod)
         return self._scorer.score(node_info, pod_requests)
 
-    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int] | npt.NDArray[np.int64]:
         """:meth:`score` for every node at once (the runtime prefers this when present)."""
         pod_requests = state.get(PRE_SCORE_KEY)
         if pod_requests is None:

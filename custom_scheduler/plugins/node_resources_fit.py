@@ -353,7 +353,7 @@ def _most_allocated_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w
 
 def _vector_cpu_mem(
     arrays: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int, *, most: bool
-) -> list[int]:
+) -> npt.NDArray[np.int64]:
     """:func:`_least_allocated_cpu_mem` / :func:`_most_allocated_cpu_mem` over snapshot columns:
     the same integer formulas (floor division of non-negative values), element-wise."""
     total = np.zeros(len(idx), dtype=np.int64)
@@ -371,7 +371,7 @@ def _vector_cpu_mem(
             total += np.where(has & (r <= a), term * w, 0)
         wsum += np.where(has, w, 0)
     out = np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
-    scores: list[int] = out.tolist()
+    scores: npt.NDArray[np.int64] = out
     return scores
 
 
@@ -379,9 +379,9 @@ def _vector_cpu_mem(
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
-#: (snapshot node list, positions, per-row "fits" as a list and as the mask) computed once per pod
+#: (snapshot node list, positions, per-row "fits" mask) computed once per pod
 #: from the snapshot columns.
-FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], list[bool], arrays.Mask]] = StateKey(
+FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], arrays.Mask]] = StateKey(
     f"FastFilter{NAME}"
 )
 
@@ -430,13 +430,13 @@ class NodeResourcesFit:
                         ok &= qty <= have - a.scalar_req[name]
                     elif qty > 0:  # no node has or uses it: 0 - 0 left everywhere
                         ok &= False
-            state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok.tolist(), ok))
+            state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         fast = state.get(FAST_FILTER_KEY)
         if fast is not None:
-            node_list, positions, ok, _ = fast
+            node_list, positions, ok = fast
             i = positions.get(node_info.name)
             if i is not None and ok[i] and node_list[i] is node_info:
                 return SUCCESS
@@ -451,7 +451,7 @@ class NodeResourcesFit:
         fast = state.get(FAST_FILTER_KEY)
         if fast is None or fast[0] is not snap.node_list:
             return None
-        return fast[3]
+        return fast[2]
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, self._scorer.pod_requests(pod))
@@ -463,7 +463,7 @@ class NodeResourcesFit:
             pod_requests = self._scorer.pod_requests(pod)
         return self._scorer.score(node_info, pod_requests)
 
-    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int] | npt.NDArray[np.int64]:
         """:meth:`score` for every node at once (the runtime prefers this when present)."""
         pod_requests = state.get(PRE_SCORE_KEY)
         if pod_requests is None:

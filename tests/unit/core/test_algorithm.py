@@ -57,15 +57,16 @@ def test_fast_path_selects_exactly_like_the_detailed_path(totals: list[int], see
 
 
 def test_score_totals_equal_the_detailed_totals() -> None:
-    fwk, snap = _setup(*(make_node(f"n{i}").capacity(cpu=str(2 + i), memory=f"{4 + i}Gi", pods="20") for i in range(6)))
-    for i, ni in enumerate(snap.node_list):
-        ni.add_pod(make_pod(f"e{i}").req(cpu=f"{100 * i}m", memory=f"{200 * i}Mi").node(ni.name).build())
+    fwk, snap = _setup(
+        *(make_node(f"n{i}").capacity(cpu=str(2 + i), memory=f"{4 + i}Gi", pods="20") for i in range(6)),
+        pods=[make_pod(f"e{i}").req(cpu=f"{100 * i}m", memory=f"{200 * i}Mi").node(f"n{i}") for i in range(6)],
+    )
     pod = make_pod().req(cpu="300m", memory="1Gi").build()
     state = CycleState()
     assert fwk.run_pre_filter(state, pod, snap.node_list).is_success
     assert fwk.run_pre_score(state, pod, snap.node_list).is_success
     detailed = [s.total for s in fwk.run_score(state, pod, snap.node_list)]
-    assert fwk.run_score_totals(state, pod, snap.node_list) == detailed
+    assert fwk.run_score_totals(state, pod, snap.node_list).tolist() == detailed
     assert len(set(detailed)) > 1
 
 
@@ -78,10 +79,14 @@ def test_ties_are_broken_uniformly() -> None:
     assert all(800 < c < 1200 for c in counts.values()), counts
 
 
-def _setup(*nodes: Any) -> tuple[Framework, Snapshot]:
+def _setup(*nodes: Any, pods: Any = ()) -> tuple[Framework, Snapshot]:
+    """Nodes and bound pods go through the cache (never into a snapshot's NodeInfos directly: the
+    snapshot's columns would not see them)."""
     cache = Cache()
     for n in nodes:
         cache.add_node(n.build())
+    for p in pods:
+        cache.add_pod(p.build())
     snap = cache.snapshot()
     cfg = load_config(DEFAULT, full_registry())
     fwk = build_frameworks(cfg.profiles, full_registry(), snap, client=None)["custom-scheduler"]
@@ -123,8 +128,8 @@ def test_least_allocated_prefers_the_emptier_node_and_rotates_start() -> None:
     fwk, snap = _setup(
         make_node("busy").capacity(cpu="4", memory="8Gi", pods="10"),
         make_node("idle").capacity(cpu="4", memory="8Gi", pods="10"),
+        pods=[make_pod("x").req(cpu="3", memory="6Gi").node("busy")],
     )
-    snap.get("busy").add_pod(make_pod("x").req(cpu="3", memory="6Gi").node("busy").build())  # type: ignore[union-attr]
     alg = Algorithm(random.Random(1))
     res = alg.schedule(fwk, CycleState(), make_pod().req(cpu="100m").build(), snap, detail=True)
     assert res.node == "idle"

@@ -157,5 +157,5 @@ def test_vectorised_paths_over_snapshot_columns_equal_the_scalar_ones(
     fit.pre_score(state, pod, snap.node_list)
     bal.pre_score(state, pod, snap.node_list)
     part = snap.node_list[::2]
-    assert fit.score_batch(state, pod, part) == [fit.score(state, pod, ni) for ni in part]
-    assert bal.score_batch(state, pod, part) == [bal.score(state, pod, ni) for ni in part]
+    assert list(map(int, fit.score_batch(state, pod, part))) == [fit.score(state, pod, ni) for ni in part]
+    assert list(map(int, bal.score_batch(state, pod, part))) == [bal.score(state, pod, ni) for ni in part]
