@@ -15,6 +15,7 @@ session are never scheduled onto these nodes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,21 @@ def _bind_in_order(
     return out
 
 
+#: A log line of the daemon running in this process (structlog's console format): it can land in
+#: the middle of the tool's captured output, which is then not valid JSON.
+_DAEMON_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* \[")
+
+
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in this process; its stdout and stderr without the daemon's log lines."""
     capsys.readouterr()
     rc = main(list(argv))
     out = capsys.readouterr()
-    return rc, out.out, out.err
+
+    def tool_only(text: str) -> str:
+        return "".join(line for line in text.splitlines(keepends=True) if not _DAEMON_LOG_LINE.match(line))
+
+    return rc, tool_only(out.out), tool_only(out.err)
 
 
 def _delete_now(kube: KubeClient, namespace: str, name: str) -> None:
