@@ -308,9 +308,10 @@ class RowTally:
         else:
             changed = np.flatnonzero(cols.gen != entry.gens)
             for r in changed.tolist():
+                row = fn(node_list[r])  # first: if it raises, the entry is still consistent
                 entry.apply(entry.rows[r], -1)
-                entry.rows[r] = fn(node_list[r])
-                entry.apply(entry.rows[r], 1)
-            entry.gens[changed] = cols.gen[changed]
+                entry.rows[r] = row
+                entry.apply(row, 1)
+                entry.gens[r] = cols.gen[r]
             self._by_key.move_to_end(key)
         return dict(entry.sums)
