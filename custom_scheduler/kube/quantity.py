@@ -12,6 +12,7 @@ decimal exponent (e3, E-2).
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
@@ -59,11 +60,13 @@ def parse(text: str | int | float) -> Decimal:
     return value * _DECIMAL[suffix or ""]
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # a few distinct strings, parsed on every pod event
 def to_int(text: str | int | float) -> int:
     """Base units rounded up: bytes for memory, counts for pods and extended resources."""
     return int(parse(text).to_integral_value(rounding=ROUND_CEILING))
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def to_milli(text: str | int | float) -> int:
     """Milli-units rounded up: milli-CPU ("250m" → 250, "1.5" → 1500)."""
     return int((parse(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
