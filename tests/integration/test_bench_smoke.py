@@ -45,6 +45,17 @@ def test_smoke_both_schedulers_bind_everything(control_plane: ControlPlane) -> N
     assert throughput_row.split()[-2].endswith("x")
 
 
+def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:
+    """``--rate``: pod i is created at start + i/rate, so 100 pods at 200/s take about half a second
+    to create (a burst of 100 takes a fraction of that) and the header says so."""
+    opts = bench_run.Options(nodes=20, pods=100, workload="plain", schedulers=["custom"], stall=20.0, rate=200.0)
+    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
+    r = report["results"]["custom"]
+    assert r["bound"] == 100
+    assert r["pod_create_s"] >= 99 / 200 * 0.95
+    assert "rate=200/s" in bench_run.header_line(report)
+
+
 def test_placement_checks_catch_each_violation() -> None:
     """The checks that judge both schedulers do flag bad placements (no API server needed)."""
     from bench import workloads
