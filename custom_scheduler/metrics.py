@@ -225,17 +225,29 @@ class MetricsObserver(Observer):
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        # Labelled children by label values: ``labels()`` validates and locks on every call, and
+        # these hooks run for every pod.
+        self._attempts: dict[tuple[str, str], tuple[prom.Counter, prom.Histogram]] = {}
+        self._binds: dict[str, prom.Histogram] = {}
 
     def attempt(self, profile: str, result: str, seconds: float) -> None:
-        m = self.metrics
-        m.schedule_attempts.labels(result=result, profile=profile).inc()
-        m.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+        children = self._attempts.get((profile, result))
+        if children is None:
+            m = self.metrics
+            children = self._attempts[(profile, result)] = (
+                m.schedule_attempts.labels(result=result, profile=profile),
+                m.scheduling_attempt_duration.labels(result=result, profile=profile),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def bound(self, profile: str, seconds: float, retries: int) -> None:
-        m = self.metrics
-        m.binding_duration.labels(profile=profile).observe(seconds)
+        duration = self._binds.get(profile)
+        if duration is None:
+            duration = self._binds[profile] = self.metrics.binding_duration.labels(profile=profile)
+        duration.observe(seconds)
         if retries > 0:
-            m.bind_retries.labels(profile=profile).inc(retries)
+            self.metrics.bind_retries.labels(profile=profile).inc(retries)
 
     def pending(self, counts: Mapping[str, int]) -> None:
         gauge = self.metrics.pending_pods
