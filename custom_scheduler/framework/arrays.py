@@ -1,9 +1,13 @@
-"""Per-node resource columns of a snapshot, as numpy arrays, for vectorised filters and scores.
+"""Per-node columns of a snapshot, as numpy arrays, for vectorised filters and scores, and the
+per-row memos built on them.
 
 Why: the resource filter and the resource scorers are the same few integer operations on every
 node, and in Python they cost 1-2 µs per node per plugin. Kept as columns aligned with
 ``Snapshot.node_list`` (row ``i`` is ``node_list[i]``), they are computed for all nodes in a few
-numpy operations per pod. The cache updates only the rows of nodes that changed.
+numpy operations per pod. The cache updates only the rows of nodes that changed. Besides
+resources, the columns hold what the filter masks need (unschedulable, taint-set ids) and each
+row's NodeInfo generation, which lets :class:`RowMemo` (per-node verdicts) and :class:`RowTally`
+(sums over all nodes) keep their answers across cycles and re-read only the rows that changed.
 
 Exactness: the columns are int64 (milli-CPU, bytes, counts); the integer formulas use floor
 division on non-negative values (equal to Go's truncation), and the float formulas do the same
