@@ -209,7 +209,13 @@ class Framework:
     def _filter_vectorised(
         self, state: CycleState, pod: Pod, snap: Snapshot, start: int, want: int
     ) -> tuple[list[NodeInfo], dict[str, Status], int] | None:
-        """The masked part of :meth:`filter_many`, or None to take the per-node loop."""
+        """The masked part of :meth:`filter_many`, or None to take the per-node loop.
+
+        A NodeInfo without its Node gets an error or a reason from each filter, which only the
+        per-node loop gives: with such a row the snapshot is not masked (plugins' masks may then
+        assume every row has a Node)."""
+        if snap.arrays.missing.any():
+            return None
         skip = state.skip_filter
         mask: Any = None
         rest: list[tuple[str, Any]] = []

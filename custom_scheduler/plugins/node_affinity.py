@@ -326,8 +326,6 @@ class NodeAffinity:
         and the pod's required affinity, which all replicas of a workload share: it is memoised
         per affinity across cycles (:class:`arrays.RowMemo`)."""
         cols: arrays.NodeArrays = snap.arrays
-        if cols.missing.any():
-            return None
         required = state.get(PRE_FILTER_KEY)
         if required is None:
             return None
@@ -339,7 +337,7 @@ class NodeAffinity:
 
         def passes(ni: NodeInfo) -> bool:
             node = ni.node
-            assert node is not None  # rows without a Node were excluded above
+            assert node is not None  # filter_many masks only snapshots whose rows all have a Node
             if added is not None and not added.matches(node.name, node.labels):
                 return False
             return required.matches(node)

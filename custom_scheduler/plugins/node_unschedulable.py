@@ -45,11 +45,8 @@ class NodeUnschedulable:
         return _REJECT
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> Mask | bool | None:
-        """:meth:`filter` for every snapshot node at once (True: all pass; None: a NodeInfo
-        without its Node, whose per-node reason the loop gives)."""
+        """:meth:`filter` for every snapshot node at once (True: all pass)."""
         a: NodeArrays = snap.arrays
-        if a.missing.any():
-            return None
         if tolerates_all(pod.tolerations, UNSCHEDULABLE_TAINT):
             return True
         mask: Mask = a.unschedulable == 0

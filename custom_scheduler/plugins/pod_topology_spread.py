@@ -332,8 +332,6 @@ class PodTopologySpread:
         if not s.constraints:
             return True
         cols: NodeArrays = snap.arrays
-        if cols.missing.any():
-            return None
         mask: arrays.Mask | None = None
         for i, c in enumerate(s.constraints):
             ids_of = self._domains.setdefault(c.topology_key, {None: 0})

@@ -91,13 +91,10 @@ class TaintToleration:
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> Mask | bool | None:
         """:meth:`filter` for every snapshot node at once: the pod's tolerations are checked once
-        per distinct taint set (True: all pass; None: a NodeInfo without its Node, an error the
-        per-node loop reports)."""
+        per distinct taint set (True: all pass)."""
         a: NodeArrays = snap.arrays
         if len(a.taint_sets) == 1:
             return True  # no node has taints
-        if a.missing.any():
-            return None
         tolerations = pod.tolerations
         ok = np.fromiter(
             (find_untolerated_taint(ts, tolerations) is None for ts in a.taint_sets), np.bool_, len(a.taint_sets)
