@@ -258,7 +258,7 @@ class RowMemo:
         return values
 
 
-Entries = tuple[tuple[Hashable, int], ...]
+Entries = tuple[tuple[Any, int], ...]
 """One row's contribution to a :class:`RowTally`: (key, amount) entries; a key may repeat."""
 
 

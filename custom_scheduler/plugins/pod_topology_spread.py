@@ -464,12 +464,8 @@ class PodTopologySpread:
         if snap is None or snap.node_list is not nodes:
             return _count_matching_pods(pod, constraints, nodes)
         contribution = _contribution_fn(pod, constraints)
-
-        def entries(ni: NodeInfo) -> arrays.Entries:
-            return tuple(((i, value), found) for i, value, found in contribution(ni))
-
         by_domain: list[dict[str, int]] = [{} for _ in constraints]
-        for (i, value), n in self._tally.totals(_tally_key(pod, constraints), snap.arrays, nodes, entries).items():
+        for (i, value), n in self._tally.totals(_tally_key(pod, constraints), snap.arrays, nodes, contribution).items():
             by_domain[i][value] = n
         return by_domain
 
@@ -547,18 +543,14 @@ def _has_untolerated_no_schedule_taint(pod: Pod, node: Node) -> bool:
     return any(t.effect in _NO_SCHEDULE_EFFECTS and not tolerates_all(pod.tolerations, t) for t in node.taints)
 
 
-Contribution = tuple[tuple[int, str, int], ...]
-"""One node's part of the PreFilter counts: (constraint index, domain value, matching pods) for each
-constraint the node is eligible for."""
-ContributionFn = Callable[[NodeInfo], Contribution]
-
-
-def _contribution_fn(pod: Pod, constraints: Sequence[Constraint]) -> Callable[[NodeInfo], Contribution]:
+def _contribution_fn(pod: Pod, constraints: Sequence[Constraint]) -> Callable[[NodeInfo], arrays.Entries]:
+    """One node's part of the PreFilter counts: ((constraint index, domain value), matching pods)
+    for each constraint the node is eligible for."""
     keys = [c.topology_key for c in constraints]
     included = _inclusion(pod)
     ns = pod.namespace
 
-    def contribution(ni: NodeInfo) -> Contribution:
+    def contribution(ni: NodeInfo) -> arrays.Entries:
         node = ni.node
         if node is None:
             return ()
@@ -575,7 +567,7 @@ def _contribution_fn(pod: Pod, constraints: Sequence[Constraint]) -> Callable[[N
             for i, selector, _ in active:
                 if selector.matches(p.labels):
                     found[i] += 1
-        return tuple((i, value, found[i]) for i, _, value in active)
+        return tuple(((i, value), found[i]) for i, _, value in active)
 
     return contribution
 
@@ -591,7 +583,7 @@ def _count_matching_pods(
     by_domain: list[dict[str, int]] = [{} for _ in constraints]
     contribution = _contribution_fn(pod, constraints)
     for ni in nodes:
-        for i, value, found in contribution(ni):
+        for (i, value), found in contribution(ni):
             d = by_domain[i]
             d[value] = d.get(value, 0) + found
     return by_domain
