@@ -2,10 +2,12 @@
 
     python -m bench.run --nodes 100 --pods 500 --workload plain --schedulers custom,kube [--json FILE]
 
-One control plane (etcd + kube-apiserver 1.20 from ``hack/testenv.sh``) per invocation. For each
+One control plane (etcd, kube-apiserver and kube-controller-manager 1.37 from ``hack/testenv.sh``)
+per invocation. For each
 scheduler in turn:
 
-1. a fresh namespace and N Ready fake nodes (created concurrently);
+1. a fresh namespace and N Ready fake nodes (created concurrently); for ``--workload dra`` also
+   the round's DeviceClass and ResourceSlices and, in the namespace, the ResourceClaimTemplate;
 2. a pod watch on the namespace (raw JSON) that records, per pod, when ``spec.nodeName`` first
    appears (monotonic clock of this process);
 3. the scheduler as a subprocess (our ``python -m custom_scheduler run`` or the upstream binary),
@@ -15,8 +17,10 @@ scheduler in turn:
    scheduler starts (pure scheduling throughput from a full queue);
 4. wait, with a deadline and a stall timeout, until every pod is bound; read the scheduler's CPU
    seconds (``/proc/<pid>/stat``) and peak RSS (``VmHWM``) before stopping it by PID;
-5. placement quality and constraint checks from the final pod list (bench/workloads.py), then
-   delete pods (grace 0) and nodes so the next scheduler starts from an empty cluster.
+5. placement quality and constraint checks from the final pod list (and, for dra, the claims)
+   (bench/workloads.py), then delete pods (grace 0) and nodes so the next scheduler starts from an
+   empty cluster; for dra also the claims (waiting until the resourceclaim controller released
+   them), slices and class, so it starts from a clean device state too.
 
 Latency is bound-seen minus create-returned, both on this process's clock: ``creationTimestamp``
 has one-second resolution. Everything waits with a deadline; a scheduler that does not bind
@@ -59,39 +63,31 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SCHEDULERS = ("custom", "kube")
 SCHEDULER_NAMES = {"custom": "custom-scheduler", "kube": "kube-bench"}
 CANARY = "canary"
+BENCH_BINARIES = "etcd kube-apiserver kube-controller-manager kube-scheduler"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-#: kube-scheduler 1.20's default plugins differ from ours (v1.28 defaults, no volume plugins).
-#: "matched" disables the volume plugins and NodePreferAvoidPods there and gives the score plugins
-#: our weights, so both run the same filters and scores; "default" leaves kube-scheduler alone.
+#: kube-scheduler 1.37's default profile has plugins ours does not run on these workloads: the volume
+#: plugins and DynamicResources (their pods have no volumes or claims, so the plugins only add work).
+#: "matched" disables them there, so both run the same filters and scores with the same weights
+#: (both use upstream's default weights); "default" leaves kube-scheduler alone.
 KUBE_MATCHED_PLUGINS = """\
     plugins:
-      preFilter:
-        disabled: [{name: VolumeBinding}]
-      filter:
+      multiPoint:
         disabled:
         - {name: VolumeRestrictions}
-        - {name: EBSLimits}
-        - {name: GCEPDLimits}
         - {name: NodeVolumeLimits}
-        - {name: AzureDiskLimits}
         - {name: VolumeBinding}
         - {name: VolumeZone}
-      reserve:
-        disabled: [{name: VolumeBinding}]
-      preBind:
-        disabled: [{name: VolumeBinding}]
-      score:
-        disabled: [{name: "*"}]
-        enabled:
-        - {name: TaintToleration, weight: 3}
-        - {name: NodeAffinity, weight: 2}
-        - {name: NodeResourcesLeastAllocated, weight: 1}
-        - {name: PodTopologySpread, weight: 2}
-        - {name: InterPodAffinity, weight: 2}
-        - {name: NodeResourcesBalancedAllocation, weight: 1}
-        - {name: ImageLocality, weight: 1}
+        - {name: DynamicResources}
 """
+
+
+def kube_matched_plugins(workload: str) -> str:
+    """KUBE_MATCHED_PLUGINS, except that the dra workload keeps DynamicResources (its pods have
+    claims, which both schedulers must allocate)."""
+    if workload == "dra":
+        return "".join(line + "\n" for line in KUBE_MATCHED_PLUGINS.splitlines() if "DynamicResources" not in line)
+    return KUBE_MATCHED_PLUGINS
 
 
 # -- process metrics ------------------------------------------------------------------------------
@@ -290,16 +286,12 @@ def custom_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list
 
 def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[str], dict[str, str]]:
     cfg = workdir / "kube-scheduler.yaml"
-    plugins = KUBE_MATCHED_PLUGINS if opts.kube_plugins == "matched" else ""
-    insecure = free_port()
+    plugins = kube_matched_plugins(opts.workload) if opts.kube_plugins == "matched" else ""
     cfg.write_text(
-        "apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
         "kind: KubeSchedulerConfiguration\n"
         "leaderElection: {leaderElect: false}\n"
         f"clientConnection: {{kubeconfig: {cp.kubeconfig()}, qps: {opts.qps:g}, burst: {opts.burst}}}\n"
-        # --port=0 does not override the file's (defaulted) insecure 0.0.0.0:10251: pick a free port.
-        f"healthzBindAddress: 127.0.0.1:{insecure}\n"
-        f"metricsBindAddress: 127.0.0.1:{insecure}\n"
         "profiles:\n"
         f"  - schedulerName: {SCHEDULER_NAMES['kube']}\n" + plugins
     )
@@ -307,7 +299,6 @@ def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[s
     argv = [
         opts.kube_scheduler or str(cp.bin_dir / "kube-scheduler"),
         f"--config={cfg}",
-        "--port=0",
         "--bind-address=127.0.0.1",
         f"--secure-port={free_port()}",
         f"--cert-dir={workdir / 'kube-scheduler-certs'}",
@@ -444,7 +435,41 @@ def _canary(scheduler_name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120.0) -> None:
+def _create_dra(kube: KubeClient, wl: workloads.Workload, namespace: str) -> None:
+    """The dra workload's DeviceClasses and ResourceSlices (cluster-scoped, after the nodes they
+    name) and its ResourceClaimTemplates (in the round's namespace, before the pods)."""
+    api = workloads.DRA_API
+    for obj in wl.device_classes:
+        kube.post(f"{api}/deviceclasses", obj)
+    for obj in wl.slices:
+        kube.post(f"{api}/resourceslices", obj)
+    for obj in wl.claim_templates:
+        kube.post(f"{api}/namespaces/{namespace}/resourceclaimtemplates", obj)
+
+
+def _list_claims(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kube.get(f"{workloads.DRA_API}/namespaces/{namespace}/resourceclaims")["items"]
+    return items
+
+
+def _cleanup_dra(kube: KubeClient, namespace: str, run_id: str, timeout: float) -> None:
+    """After the pods: delete the round's claims and wait until the resourceclaim controller has
+    deallocated them and dropped their finalizers (so the next scheduler starts from a clean device
+    state), then the round's slices and classes."""
+    api = workloads.DRA_API
+    with contextlib.suppress(errors.KubeError):
+        kube.request("DELETE", f"{api}/namespaces/{namespace}/resourceclaims", timeout=(5.0, timeout))
+    try:
+        cluster.wait_for(lambda: not _list_claims(kube, namespace), timeout=timeout, interval=0.5, what="claims gone")
+    except TimeoutError as e:
+        print(f"warning: {e}", file=sys.stderr)
+    selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
+    for kind in ("resourceslices", "deviceclasses"):
+        with contextlib.suppress(errors.KubeError):
+            kube.request("DELETE", f"{api}/{kind}", query=selector, timeout=(5.0, timeout))
+
+
+def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120.0, dra: bool = False) -> None:
     with contextlib.suppress(errors.KubeError):
         kube.request("DELETE", pod_path(namespace), query={"gracePeriodSeconds": 0}, timeout=(5.0, timeout))
     with contextlib.suppress(errors.KubeError):
@@ -460,6 +485,8 @@ def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120
         cluster.wait_for(gone, timeout=timeout, interval=0.5, what="benchmark pods and nodes deleted")
     except TimeoutError as e:
         print(f"warning: {e}", file=sys.stderr)
+    if dra:
+        _cleanup_dra(kube, namespace, run_id, timeout)
     with contextlib.suppress(errors.KubeError):
         kube.delete(f"/api/v1/namespaces/{namespace}")
 
@@ -480,6 +507,10 @@ def run_one(
     _create_nodes(kube, wl.nodes, opts.create_workers)
     res["node_create_s"] = time.monotonic() - t0
     log(f"[{which}] {len(wl.nodes)} nodes ready in {res['node_create_s']:.1f}s")
+    is_dra = bool(wl.slices or wl.device_classes or wl.claim_templates)
+    if is_dra:
+        _create_dra(kube, wl, namespace)
+        log(f"[{which}] {len(wl.slices)} ResourceSlices, {len(wl.device_classes)} DeviceClass(es) created")
 
     watcher = PodWatcher(kube, namespace).start()
     sched: SchedulerProcess | None = None
@@ -563,7 +594,8 @@ def run_one(
         latencies_s=[round(x, 4) for x in lat],
     )
     final = [p for p in cluster.list_pods(kube, namespace) if p["metadata"]["name"] != CANARY]
-    res["placement"] = workloads.placement(wl.nodes, final)
+    claims = _list_claims(kube, namespace) if is_dra else None
+    res["placement"] = workloads.placement(wl.nodes, final, claims, wl.slices)
     res["classes"] = dict(wl.classes)
     if sched is not None and (not res["all_bound"] or opts.keep):
         res["log_tail"] = sched.log_tail(20)
@@ -571,7 +603,7 @@ def run_one(
         f"[{which}] bound {n_bound}/{len(names)} in {res['last_bind_s']:.1f}s; "
         f"{res['throughput_first_to_last']:.0f} pods/s; cleaning up"
     )
-    _cleanup(kube, namespace, run_id)
+    _cleanup(kube, namespace, run_id, dra=is_dra)
     return res
 
 
@@ -691,12 +723,12 @@ def run(opts: Options, cp: ControlPlane | None = None, log: Callable[[str], None
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     own_cp = cp is None
     if "kube" in opts.schedulers and not opts.kube_scheduler:
-        bin_dir = cp.bin_dir if cp is not None else find_binaries(need="etcd kube-apiserver kube-scheduler")
+        bin_dir = cp.bin_dir if cp is not None else find_binaries(need=BENCH_BINARIES)
         if not (bin_dir / "kube-scheduler").exists():
-            bin_dir = find_binaries(need="etcd kube-apiserver kube-scheduler")
+            bin_dir = find_binaries(need=BENCH_BINARIES)
         opts.kube_scheduler = str(bin_dir / "kube-scheduler")
     if cp is None:
-        cp = ControlPlane(find_binaries(need="etcd kube-apiserver kube-scheduler")).start()
+        cp = ControlPlane(find_binaries(need=BENCH_BINARIES)).start()
     workdir = Path(tempfile.mkdtemp(prefix="cs-bench-"))
     rounds: dict[str, list[dict[str, Any]]] = {s: [] for s in opts.schedulers}
     try:

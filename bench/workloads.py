@@ -11,6 +11,11 @@ kube-scheduler get exactly the same objects (only ``schedulerName`` and the name
   anti-affinity on ``kubernetes.io/hostname``, the rest plain ``batch``.
 - ``gpu``: 10 % of the nodes carry ``nvidia.com/gpu: 8`` and a ``nvidia.com/gpu:NoSchedule`` taint;
   up to 20 % of the pods ask for one or two GPUs and tolerate the taint.
+- ``dra``: the GPUs through Dynamic Resource Allocation (resource.k8s.io/v1). Half of the nodes have
+  a ResourceSlice of 4-8 GPUs (driver ``gpu.example.com``, one pool per node), a DeviceClass selects
+  the driver, and most pods (up to 90 % of the GPUs) reference a ResourceClaimTemplate of one GPU,
+  so the resourceclaim controller creates a claim per pod and the scheduler allocates it; the rest
+  ask for nothing else. No taints: the point is the allocation path, not isolation.
 
 :func:`placement` computes the quality numbers and the constraint checks from the final pod list;
 the same function judges both schedulers.
@@ -22,13 +27,13 @@ import math
 import random
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from custom_scheduler.kube import quantity
+from custom_scheduler import quantity
 
-WORKLOADS = ("plain", "mixed", "gpu")
+WORKLOADS = ("plain", "mixed", "gpu", "dra")
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOST_KEY = "kubernetes.io/hostname"
@@ -41,6 +46,13 @@ POD_CPUS = ("100m", "250m", "500m", "1")
 POD_MEMS = ("128Mi", "256Mi", "512Mi", "1Gi")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 CHECKS = ("resources", "taints", "node_affinity", "anti_affinity", "topology_spread")
+#: Checked when the claims are given (the dra workload): a device in two claims' allocations; an
+#: allocation whose device is not on its pod's node (or in no slice); a bound pod whose claim is
+#: not allocated or not reserved for it.
+DRA_CHECKS = ("dra_double_allocation", "dra_wrong_node", "dra_unallocated")
+DRA_API = "/apis/resource.k8s.io/v1"
+DRA_DRIVER = "gpu.example.com"
+DRA_TEMPLATE = "one-gpu"
 
 JSON = dict[str, Any]
 
@@ -51,6 +63,12 @@ class Workload:
     nodes: list[JSON]
     pods: list[JSON]
     classes: Counter[str] = field(default_factory=Counter)
+    slices: list[JSON] = field(default_factory=list)
+    """ResourceSlices (cluster-scoped, labelled with the run): created after the nodes."""
+    device_classes: list[JSON] = field(default_factory=list)
+    """DeviceClasses (cluster-scoped, named and labelled after the run)."""
+    claim_templates: list[JSON] = field(default_factory=list)
+    """ResourceClaimTemplates, created in the round's namespace before the pods."""
 
 
 def node_name(run_id: str, i: int) -> str:
@@ -205,6 +223,59 @@ def gpu(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
     return Workload("gpu", nodes, pods, Counter(classes))
 
 
+def dra(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    rng = random.Random(seed)
+    nodes = [_node(run_id, i) for i in range(n_nodes)]
+    class_name = f"bench-gpu-{run_id}"
+    slices: list[JSON] = []
+    for i, node in enumerate(nodes):
+        if i % 2 == 0 and n_nodes > 1:
+            continue  # every other node is a GPU node
+        name = node["metadata"]["name"]
+        n = rng.randint(4, 8)
+        devices = [
+            {"name": f"gpu-{d}", "attributes": {"model": {"string": "a100"}, "index": {"int": d}}} for d in range(n)
+        ]
+        slices.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-gpus", "labels": {RUN_LABEL: run_id}},
+                "spec": {
+                    "driver": DRA_DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            }
+        )
+    device_class: JSON = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": class_name, "labels": {RUN_LABEL: run_id}},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+    }
+    template: JSON = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": DRA_TEMPLATE},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": class_name}}]}}},
+    }
+    gpus = sum(len(sl["spec"]["devices"]) for sl in slices)
+    n_gpu = min(n_pods * 80 // 100, int(gpus * 0.9))
+    classes = ["gpu"] * n_gpu + ["cpu"] * (n_pods - n_gpu)
+    rng.shuffle(classes)
+    pods = []
+    for i, cls in enumerate(classes):
+        if cls == "gpu":
+            pod = _pod(i, rng, cls, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}])
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+            pods.append(pod)
+        else:
+            pods.append(_pod(i, rng, cls))
+    return Workload("dra", nodes, pods, Counter(classes), slices, [device_class], [template])
+
+
 def build(name: str, n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
     if name == "plain":
         return plain(n_nodes, n_pods, run_id, seed)
@@ -212,6 +283,8 @@ def build(name: str, n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> W
         return mixed(n_nodes, n_pods, run_id, seed)
     if name == "gpu":
         return gpu(n_nodes, n_pods, run_id, seed)
+    if name == "dra":
+        return dra(n_nodes, n_pods, run_id, seed)
     raise ValueError(f"unknown workload {name!r} (choose from {', '.join(WORKLOADS)})")
 
 
@@ -295,8 +368,55 @@ def _pstdev(xs: list[float]) -> float:
     return statistics.pstdev(xs) if len(xs) > 1 else 0.0
 
 
-def placement(nodes: list[JSON], pods: list[JSON]) -> dict[str, Any]:
-    """Quality numbers and constraint violations for the bound ``pods`` over ``nodes``."""
+def dra_violations(pods: list[JSON], claims: list[JSON], slices: list[JSON]) -> Counter[str]:
+    """The DRA_CHECKS over the final pods and claims (``slices``: where each device is)."""
+    where: dict[tuple[str, str, str], str] = {}
+    for sl in slices:
+        spec = sl["spec"]
+        for d in spec.get("devices") or ():
+            where[(spec["driver"], spec["pool"]["name"], d["name"])] = spec.get("nodeName") or ""
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    out: Counter[str] = Counter()
+    seen: Counter[tuple[str, str, str]] = Counter()
+    allocated: dict[str, JSON] = {}
+    for c in claims:
+        st = c.get("status") or {}
+        alloc = st.get("allocation")
+        if not alloc:
+            continue
+        allocated[c["metadata"]["name"]] = c
+        results = (alloc.get("devices") or {}).get("results") or ()
+        ids = [(r["driver"], r["pool"], r["device"]) for r in results]
+        seen.update(ids)
+        for ref in st.get("reservedFor") or ():
+            pod = by_name.get(ref.get("name", ""))
+            node = pod["spec"].get("nodeName") if pod else None
+            if node and any(where.get(d) != node for d in ids):
+                out["dra_wrong_node"] += 1
+    out["dra_double_allocation"] += sum(n - 1 for n in seen.values() if n > 1)
+    for p in pods:
+        if not p["spec"].get("nodeName") or not p["spec"].get("resourceClaims"):
+            continue
+        statuses = {
+            s["name"]: s.get("resourceClaimName") for s in (p.get("status") or {}).get("resourceClaimStatuses") or ()
+        }
+        for rc in p["spec"]["resourceClaims"]:
+            name = rc.get("resourceClaimName") or statuses.get(rc["name"])
+            claim = allocated.get(name or "")
+            reserved = (claim.get("status") or {}).get("reservedFor") or () if claim else ()
+            if not any(r.get("uid") == p["metadata"].get("uid") for r in reserved):
+                out["dra_unallocated"] += 1
+    return out
+
+
+def placement(
+    nodes: list[JSON],
+    pods: list[JSON],
+    claims: list[JSON] | None = None,
+    slices: Sequence[JSON] = (),
+) -> dict[str, Any]:
+    """Quality numbers and constraint violations for the bound ``pods`` over ``nodes``; with
+    ``claims`` (the dra workload) also the DRA_CHECKS."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
     bound = [p for p in pods if p["spec"].get("nodeName") in by_name]
     per_node: dict[str, list[JSON]] = {name: [] for name in by_name}
@@ -384,6 +504,10 @@ def placement(nodes: list[JSON], pods: list[JSON]) -> dict[str, Any]:
             if skew > int(c["maxSkew"]):
                 violations["topology_spread"] += 1
 
+    checks: tuple[str, ...] = CHECKS
+    if claims is not None:
+        violations.update(dra_violations(bound, claims, list(slices)))
+        checks = CHECKS + DRA_CHECKS
     return {
         "bound_on_bench_nodes": len(bound),
         "nodes_used": sum(1 for c in counts if c),
@@ -394,7 +518,7 @@ def placement(nodes: list[JSON], pods: list[JSON]) -> dict[str, Any]:
         "cpu_util_stddev": _pstdev(cpu_util),
         "mem_util_stddev": _pstdev(mem_util),
         "spread_skew": max_skews,
-        "violations": {k: violations.get(k, 0) for k in CHECKS},
+        "violations": {k: violations.get(k, 0) for k in checks},
         "violations_total": sum(violations.values()),
     }
 

@@ -26,22 +26,27 @@ import structlog
 
 from custom_scheduler import loadmetrics
 from custom_scheduler.config.types import Profile, SchedulerConfig
+from custom_scheduler.core import dra_events, volume_events
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
-from custom_scheduler.core.informers import Informer, node_informer, pod_informer
+from custom_scheduler.core.informers import Informer, dra_informers, node_informer, pod_informer, volume_informers
 from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
 from custom_scheduler.core.selectors import DefaultSelectors
+from custom_scheduler.fence import Fence
+from custom_scheduler.framework.dra import DRAStore
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
+from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.kube import errors as kerrors
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.labels import Selector
 from custom_scheduler.metrics import Metrics
 from custom_scheduler.model import Node, Pod, PodDisruptionBudget, pdb_from_json
+from custom_scheduler.plugins import dynamic_resources, load_aware
 
 log = structlog.get_logger("custom_scheduler.app")
 
@@ -88,8 +93,13 @@ def build_frameworks(
     client: Any,
     namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
     default_spread_selector: Callable[[Pod], Selector | None] | None = None,
+    volumes: VolumeStore | None = None,
+    dra: DRAStore | None = None,
+    metrics_sources: loadmetrics.Sources | None = None,
 ) -> dict[str, Framework]:
     out = {}
+    volumes = volumes if volumes is not None else VolumeStore()  # shared by every profile
+    dra = dra if dra is not None else DRAStore()
     for prof in profiles:
         handle = SnapshotHandle(
             snapshot,
@@ -97,6 +107,9 @@ def build_frameworks(
             client=client,
             namespace_labels=namespace_labels,
             default_spread_selector=default_spread_selector,
+            volumes=volumes,
+            dra=dra,
+            metrics_sources=metrics_sources,
         )
         fwk = Framework(
             prof.scheduler_name,
@@ -125,16 +138,24 @@ class App:
         on_decision: Callable[[Decision], None] | None = None,
         watch_read_timeout: float = 90.0,
         metrics: Metrics | None = None,
+        metrics_sources: loadmetrics.Sources | None = None,
     ) -> None:
         self.config = config
+        # NodeLoad's usage sources by name, lent to the plugins through their Handles.
+        self.metrics_sources = metrics_sources if metrics_sources is not None else loadmetrics.Sources()
+        self._scheduling = False
         self.metrics = metrics
         self.health_port = 0
         self.client = client
         self.watch_client = client.clone(qps=0, pool_maxsize=8)
         self.stop_event = threading.Event()
+        # Leadership as a value: the daemon's elector revokes it, the binding path consults it.
+        self.fence = Fence()
         self.cache = Cache()
         self.registry = registry
         self.dry_run = dry_run
+        self.volumes = VolumeStore()
+        self.dra = DRAStore()
         inf_kw = self._informer_metrics(metrics)
         self.namespaces: Informer[Any] = Informer(
             self.watch_client,
@@ -163,6 +184,7 @@ class App:
             lambda a, b: self._queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
             initial_backoff=float(config.pod_initial_backoff_seconds),
             max_backoff=float(config.pod_max_backoff_seconds),
+            pre_enqueue=self._pre_enqueue,
         )
         self.writer = Writer(client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run)
         self.scheduler = Scheduler(
@@ -174,6 +196,7 @@ class App:
             dry_run=dry_run,
             observer=observer or (metrics.observer() if metrics is not None else None),
             on_decision=on_decision,
+            fence=self.fence,
         )
         self.profiles = self._frameworks(config)
         self._queue_sort = next(iter(self.profiles.values())).queue_sort
@@ -184,13 +207,30 @@ class App:
         self.nodes = node_informer(
             self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
         )
+        # PVs, PVCs, StorageClasses and CSI objects for the volume plugins (and their assume cache).
+        self.volumes.pod_exists = lambda uid: self.pods.get(uid) is not None
+        self.volumes.node_labels = self._node_labels
+        self.volumes.add_listener(self._on_volume_change)
+        self.volume_informers = volume_informers(
+            self.watch_client, self.volumes, inf_kw, read_timeout=watch_read_timeout
+        )
+        # ResourceSlices, DeviceClasses and ResourceClaims for DynamicResources (allocated devices),
+        # only when a profile enables it (as upstream starts them only with DRA enabled): a server
+        # without resource.k8s.io/v1, or RBAC without it, must not keep the daemon from syncing.
+        # A reload that enables it later needs a restart (until then its pods wait, gated).
+        self.dra.add_listener(self._on_dra_change)
+        uses_dra = any(dynamic_resources.NAME in p.plugin_names() for p in config.profiles)
+        self.dra_informers = (
+            dra_informers(self.watch_client, self.dra, inf_kw, read_timeout=watch_read_timeout) if uses_dra else []
+        )
         # NodeLoad's usage source (metrics.k8s.io), only when a profile enables that plugin.
-        self.load_metrics = loadmetrics.for_config(config, client)
-        if self.load_metrics is not None:
-            self.load_metrics.add_listener(
-                lambda: self.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={"NodeLoad"})
-            )
+        self.load_metrics = self._load_metrics_for(config)
         self._threads: list[threading.Thread] = []
+
+    def _pre_enqueue(self, pod: Pod) -> str | None:
+        # Indirect like the QueueSort above: the queue exists before the scheduler, and PreEnqueue
+        # must run the plugins of the pod's current profile, whatever config reloads swapped in.
+        return self.scheduler.pre_enqueue(pod)
 
     @staticmethod
     def _informer_metrics(metrics: Metrics | None) -> Callable[[str], dict[str, Any]]:
@@ -214,6 +254,9 @@ class App:
             client=None if self.dry_run else self.client,
             namespace_labels=self._namespace_labels,
             default_spread_selector=self.selectors.for_pod,
+            volumes=self.volumes,
+            dra=self.dra,
+            metrics_sources=self.metrics_sources,
         )
         for fwk in fwks.values():
             handle = fwk.handle
@@ -221,7 +264,22 @@ class App:
                 handle.pdb_lister = self.pdbs.list
                 handle.nominated_lister = self.scheduler.nominator.pods_on
                 handle.event_sink = None if self.dry_run else self.writer.event
+                handle.fence = self.fence
         return fwks
+
+    def _load_metrics_for(self, config: SchedulerConfig) -> loadmetrics.MetricsServerSource | None:
+        src = load_aware.metrics_source_for(config, self.client, self.metrics_sources)
+        if src is not None:
+            src.add_listener(
+                lambda: self.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={load_aware.NAME})
+            )
+        return src
+
+    def _stop_load_metrics(self) -> None:
+        if self.load_metrics is not None:
+            self.load_metrics.stop()
+            self.metrics_sources.uninstall(self.load_metrics.name, self.load_metrics)
+            self.load_metrics = None
 
     def apply_config(self, config: SchedulerConfig) -> None:
         """Swap in a new (already validated) config between scheduling cycles.
@@ -244,11 +302,37 @@ class App:
         self.scheduler.profiles = fwks  # one reference swap: a cycle sees the old or the new set
         self.scheduler.algorithm.percentage = config.percentage_of_nodes_to_score
         self.queue.set_backoff(float(config.pod_initial_backoff_seconds), float(config.pod_max_backoff_seconds))
+        # The PreEnqueue plugins may have changed: gated pods may now pass, queued ones be gated.
+        released, gated = self.queue.recheck_pre_enqueue()
+        if released or gated:
+            log.info("pre_enqueue_rechecked", released=released, gated=gated)
+        if load_aware.source_params(config) != load_aware.source_params(old):
+            # NodeLoad's args changed what its source reads (or NodeLoad came or went): rebuild it.
+            self._stop_load_metrics()
+            self.load_metrics = self._load_metrics_for(config)
+            if self.load_metrics is not None and self._scheduling:
+                self.load_metrics.start()
         self.config = config
         for pod in self.pods.list():
             if not pod.node_name and pod.scheduler_name in new_names:
                 self.queue.add(pod)
         log.info("config_applied", profiles=sorted(fwks))
+
+    def _node_labels(self, name: str) -> Mapping[str, str] | None:
+        node = self.nodes.get(name)
+        return node.labels if node is not None else None
+
+    def _on_volume_change(self, kind: str, old: Any, new: Any) -> None:
+        """A storage object changed: retry the pods a volume plugin rejected that it may help."""
+        rq = volume_events.requeue_for(kind, old, new)
+        if rq is not None:
+            self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
+
+    def _on_dra_change(self, kind: str, old: Any, new: Any) -> None:
+        """A DRA object changed: retry the pods DynamicResources rejected (or gated) that it may help."""
+        rq = dra_events.requeue_for(kind, old, new)
+        if rq is not None:
+            self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
 
     def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
         ns = self.namespaces.get(name)
@@ -260,7 +344,15 @@ class App:
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return (self.namespaces, self.pdbs, *self.selectors.informers, self.nodes, self.pods)
+        return (
+            self.namespaces,
+            self.pdbs,
+            *self.selectors.informers,
+            *self.volume_informers,
+            *self.dra_informers,
+            self.nodes,
+            self.pods,
+        )
 
     def start_informers(self) -> None:
         self.writer.start()
@@ -280,6 +372,7 @@ class App:
 
     def start_scheduling(self) -> None:
         """Start the scheduling loop (on a leader, once caches are in sync)."""
+        self._scheduling = True
         if self.load_metrics is not None:
             self.load_metrics.start()
         self._spawn("queue-flush", lambda: self.queue.run_flush_loops(self.stop_event))
@@ -311,11 +404,11 @@ class App:
         for t in self._threads:
             t.join(timeout)
         self.scheduler.shutdown(timeout)
+        self.volumes.close()
         self.writer.stop(timeout=5.0)
         for inf in self.informers:
             inf.stop()
-        if self.load_metrics is not None:
-            self.load_metrics.stop()
+        self._stop_load_metrics()
         log.info("stopped")
 
     def install_signal_handlers(self) -> None:

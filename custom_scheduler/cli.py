@@ -1,7 +1,8 @@
 """The ``custom-scheduler`` command: argument parsing only; the work happens elsewhere.
 
 Commands:
-  run           the daemon (``--config``, ``--kubeconfig``, ``--dry-run`` for shadow mode)
+  run           the daemon (``--config``, ``--kubeconfig``, ``--dry-run`` for shadow mode,
+                ``--tls-cert-file``/``--tls-private-key-file`` for the HTTPS port's certificate)
   check-config  validate a config file and print the effective configuration (defaults filled)
   explain       why a pod goes (or would go) where it does: every node, every plugin
   simulate      place pods on a cluster snapshot offline, with utilisation before and after
@@ -30,6 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", default=None, help="overrides clientConnection.kubeconfig")
     run.add_argument("--dry-run", action="store_true", help="shadow mode: decide, but never write to the API")
     run.add_argument("--log-level", default=None)
+    # kube-scheduler's flag names. Without them the HTTPS port serves a self-signed certificate.
+    run.add_argument(
+        "--tls-cert-file",
+        default=None,
+        help="PEM certificate (chain) for the HTTPS port; re-read when the file changes",
+    )
+    run.add_argument("--tls-private-key-file", default=None, help="PEM private key matching --tls-cert-file")
 
     chk = sub.add_parser("check-config", help="validate a config file and print the effective config")
     chk.add_argument("file")
@@ -87,6 +95,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(
             cfg, client_connection=dataclasses.replace(cfg.client_connection, kubeconfig=args.kubeconfig)
         )
+    certs = None
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        print("custom-scheduler: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.tls_cert_file:
+        from custom_scheduler.serving import ServingCerts
+
+        try:
+            certs = ServingCerts.from_files(args.tls_cert_file, args.tls_private_key_file)
+        except ValueError as e:
+            print(f"custom-scheduler: invalid serving certificate: {e}", file=sys.stderr)
+            return EXIT_CONFIG
     cc = cfg.client_connection
     try:
         client = KubeClient.from_kubeconfig(cc.kubeconfig, qps=cc.qps, burst=cc.burst)
@@ -97,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     app = App(cfg, full_registry(), client, dry_run=args.dry_run, metrics=metrics)
     app.install_signal_handlers()
     try:
-        return serve(app, metrics, config_path=args.config, dry_run=args.dry_run)
+        return serve(app, metrics, config_path=args.config, dry_run=args.dry_run, certs=certs)
     except kerrors.KubeError as e:
         log.error("daemon_failed", error=str(e))
         return 1

@@ -2,12 +2,15 @@
 
 Lifecycle of one replica (kube-scheduler's):
 
-1. Serve ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics``; start the informers, so a standby
+1. Serve ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` over HTTPS (``/metrics`` for callers
+   the API server authorizes, see :mod:`custom_scheduler.delegated_auth`); start the informers, so a standby
    keeps warm caches (unless ``delayCacheUntilActive``). ``/readyz`` turns 200 once they synced.
 2. Campaign for the Lease. Only the leader runs the scheduling loop.
-3. On losing the Lease: stop popping pods at once, give in-flight binds at most
-   ``leaseDuration - renewDeadline`` (no one else can lead before that), exit 1 so the Deployment
-   restarts the pod. On SIGTERM: stop popping, finish in-flight binds, release the Lease, exit 0.
+3. On losing the Lease (a renewal sees another holder, or ``renewDeadline`` passes): the elector
+   revokes ``app.fence`` first, so queued binding cycles end unsent and a bind in flight writes
+   nothing more (it asks the fence right before each POST); then stop popping pods, give in-flight
+   binds at most ``leaseDuration - renewDeadline`` (no one else can lead before that), exit 1 so the
+   Deployment restarts the pod. On SIGTERM: stop popping, finish in-flight binds, release the Lease, exit 0.
 
 Shadow mode (``--dry-run``) never writes, so it neither takes nor waits for the Lease.
 """
@@ -22,8 +25,10 @@ import structlog
 
 from custom_scheduler import health, leader
 from custom_scheduler.app import App
+from custom_scheduler.delegated_auth import DelegatingAuth
 from custom_scheduler.metrics import Metrics
 from custom_scheduler.reload import ConfigWatcher
+from custom_scheduler.serving import ServingCerts
 
 log = structlog.get_logger("custom_scheduler.daemon")
 
@@ -48,14 +53,23 @@ def serve(
     identity: str | None = None,
     release_on_stop: bool = True,
     health_address: str | None = None,
+    certs: ServingCerts | None = None,
 ) -> int:
-    """Run until ``app.stop_event`` is set (SIGTERM) or leadership is lost; returns the exit code."""
+    """Run until ``app.stop_event`` is set (SIGTERM) or leadership is lost; returns the exit code.
+
+    ``certs`` is the serving certificate (``--tls-cert-file``); None serves a self-signed one.
+    """
     cfg = app.config
     le = cfg.leader_election
     metrics.track_pending(app.queue.pending_counts)
     elector = (
         leader.LeaderElector(
-            app.client.clone(), le, identity, release_on_stop=release_on_stop, on_leader_change=metrics.set_leader
+            app.client.clone(),
+            le,
+            identity,
+            release_on_stop=release_on_stop,
+            on_leader_change=metrics.set_leader,
+            fence=app.fence,  # revoked the instant the Lease is lost: queued and retrying binds stop
         )
         if le.leader_elect and not dry_run
         else None
@@ -65,6 +79,10 @@ def serve(
         ready=lambda: app.ready,
         metrics=metrics,
         healthy=elector.check if elector is not None else (lambda: True),
+        # Reviews get a client of their own, outside the write rate limit: a scrape must not wait
+        # behind a burst of binds, and the caches bound how often they are sent.
+        auth=DelegatingAuth(app.client.clone(qps=0, pool_maxsize=4)),
+        certs=certs,
     )
     try:
         server.start()

@@ -30,6 +30,13 @@ over within about one ``retryPeriod`` instead of a whole ``leaseDuration``.
 Timestamps are ``MicroTime``: RFC 3339 UTC with exactly six fractional digits, formatted here
 (``datetime.isoformat`` drops the fraction when it is zero, which the API server rejects).
 
+Fencing (kube-scheduler's behaviour, stricter than client-go's loop): a renewal that *sees another
+holder* ends leadership at once instead of retrying until ``renewDeadline`` (the Lease is gone; a
+retry cannot win it back before it expires), and a renewal round that reaches its deadline ends it
+too. Either way the elector revokes the :class:`~custom_scheduler.fence.Fence` it was given before
+anything else happens, so binding cycles queued or sleeping in retries stop writing at that
+instant, not when ``on_stopped_leading`` has stopped the loop.
+
 Deliberately not here: coordinated leader election (``preferredHolder``/``strategy``, 1.31+),
 ConfigMap or Endpoints locks, and any decision about what to do with the process when
 leadership is lost (that belongs to the caller's ``on_stopped_leading``).
@@ -51,6 +58,7 @@ from urllib.parse import quote
 import structlog
 
 from custom_scheduler.config.types import LeaderElectionConfig
+from custom_scheduler.fence import Fence
 from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient
 
@@ -146,6 +154,7 @@ class LeaderElector:
         clock: monotonic seconds, for observation times and deadlines.
         now: wall-clock time, only for the ``acquireTime``/``renewTime`` stamps.
         rng: randomness for the acquire jitter.
+        fence: revoked the moment leadership is lost or given up; the binding path consults it.
     """
 
     def __init__(
@@ -159,8 +168,10 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         rng: random.Random | None = None,
+        fence: Fence | None = None,
     ) -> None:
         validate(config)
+        self.fence = fence if fence is not None else Fence()
         self.client = client
         self.config = config
         self.identity = identity or default_identity()
@@ -333,6 +344,7 @@ class LeaderElector:
         """
         with self._lock:
             self._released.set()
+            self.fence.revoke("lease released")
             was_leading = self._leading
             self._set_leading(False)
             if self._observed.holder_identity != self.identity or self._lease is None:
@@ -368,16 +380,28 @@ class LeaderElector:
         return False
 
     def _renew_round(self, stop: threading.Event) -> bool:
-        """Retry every ``retryPeriod`` until a renewal succeeds (True) or ``renewDeadline`` passes."""
+        """Retry every ``retryPeriod`` until a renewal succeeds (True), ``renewDeadline`` passes or
+        another holder is seen (False; the fence is revoked first in both cases)."""
         deadline = self._clock() + self.config.renew_deadline
         while True:
             if self.try_acquire_or_renew():
                 return True
+            holder = self._observed.holder_identity
+            if holder and holder != self.identity:
+                self._lose(f"lease held by {holder}")
+                return False
             remaining = deadline - self._clock()
-            if remaining <= 0 or self._wait(min(self.config.retry_period, remaining), stop):
-                return False
+            if remaining > 0 and self._wait(min(self.config.retry_period, remaining), stop):
+                return False  # stopped or released, not lost
             if self._clock() >= deadline:
+                self._lose(f"renew deadline of {self.config.renew_deadline:g}s passed")
                 return False
+
+    def _lose(self, reason: str) -> None:
+        """Leadership is gone: revoke the fence (binds stop now), then turn ``is_leader`` false."""
+        if self.fence.revoke(reason):
+            log.error("leader_fenced", lease=self.lease_name, identity=self.identity, reason=reason)
+        self._set_leading(False)
 
     def run(
         self,
@@ -423,7 +447,7 @@ class LeaderElector:
                 lost = True
                 break
         if lost:
-            self._set_leading(False)
+            self._lose("renewal failed")
             log.error(
                 "leader_lost",
                 lease=self.lease_name,

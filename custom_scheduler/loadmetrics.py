@@ -12,17 +12,19 @@ The NodeLoad plugin scores nodes from real usage, but a Score plugin must not do
 Anything with a ``get(node_name) -> NodeUsage | None`` method is a source (e.g. one that reads
 Prometheus).
 
-**Process-wide registry.** The plugin is built by the framework from config and cannot be handed
+**Sources, by name.** The plugin is built by the framework from config and cannot be handed
 objects, so it looks its source up by name (``metricsSource`` in its args, default ``"default"``)
-at scoring time::
+at scoring time, through its Handle, in the :class:`Sources` the composition root owns (one per
+daemon, shared by its profiles; no process-wide state)::
 
-    loadmetrics.install(source)            # what the daemon does at start-up (see for_config)
-    loadmetrics.get_source()               # what NodeLoad reads; None -> neutral scores
+    sources = loadmetrics.Sources()
+    sources.install(source)                # what the daemon does at start-up
+    handle.metrics_source("default")       # what NodeLoad reads; None -> neutral scores
 
-:func:`for_config` builds, installs and returns a :class:`MetricsServerSource` when a profile
-enables NodeLoad and nothing is installed under its name yet; the daemon calls ``start()`` on it
-when it starts and ``stop()`` when it stops. A source installed before the daemon starts (a test's
-:class:`StaticSource`) is left in place.
+:func:`custom_scheduler.plugins.load_aware.metrics_source_for` builds, installs and returns a
+:class:`MetricsServerSource` when a profile enables NodeLoad and nothing is installed under its
+name yet; the daemon calls ``start()`` on it when it starts and ``stop()`` when it stops. A source
+installed before the daemon starts (a test's :class:`StaticSource`) is left in place.
 
 Sample times (``NodeUsage.timestamp``) are the server's wall-clock times, in epoch seconds.
 """
@@ -37,9 +39,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from custom_scheduler import quantity
 from custom_scheduler.config import durations
 from custom_scheduler.kube import errors as kerrors
-from custom_scheduler.kube import quantity
 from custom_scheduler.model import parse_time
 
 log = structlog.get_logger("custom_scheduler.loadmetrics")
@@ -75,28 +77,34 @@ class MetricsSource(Protocol):
         ...
 
 
-# --- registry ------------------------------------------------------------------------------------
-
-_sources: dict[str, MetricsSource] = {}
-_sources_lock = threading.Lock()
+# --- sources by name ------------------------------------------------------------------------------
 
 
-def install(source: MetricsSource, name: str = DEFAULT_SOURCE) -> None:
-    """Make ``source`` the process-wide source called ``name`` (replacing any previous one)."""
-    with _sources_lock:
-        _sources[name] = source
+class Sources:
+    """Name → :class:`MetricsSource`: what NodeLoad's ``metricsSource`` names. Thread-safe.
 
+    Owned by the composition root (the daemon's :class:`~custom_scheduler.app.App`) and lent to
+    plugins through :meth:`custom_scheduler.framework.interface.Handle.metrics_source`.
+    """
 
-def uninstall(name: str = DEFAULT_SOURCE, source: MetricsSource | None = None) -> None:
-    """Remove the source called ``name`` (only if it is ``source``, when given)."""
-    with _sources_lock:
-        if source is None or _sources.get(name) is source:
-            _sources.pop(name, None)
+    def __init__(self) -> None:
+        self._sources: dict[str, MetricsSource] = {}
+        self._lock = threading.Lock()
 
+    def install(self, source: MetricsSource, name: str = DEFAULT_SOURCE) -> None:
+        """Make ``source`` the source called ``name`` (replacing any previous one)."""
+        with self._lock:
+            self._sources[name] = source
 
-def get_source(name: str = DEFAULT_SOURCE) -> MetricsSource | None:
-    """The installed source called ``name``, or None."""
-    return _sources.get(name)
+    def uninstall(self, name: str = DEFAULT_SOURCE, source: MetricsSource | None = None) -> None:
+        """Remove the source called ``name`` (only if it is ``source``, when given)."""
+        with self._lock:
+            if source is None or self._sources.get(name) is source:
+                self._sources.pop(name, None)
+
+    def get(self, name: str = DEFAULT_SOURCE) -> MetricsSource | None:
+        """The installed source called ``name``, or None."""
+        return self._sources.get(name)
 
 
 # --- static --------------------------------------------------------------------------------------
@@ -143,7 +151,9 @@ class StaticSource:
 # --- metrics-server ------------------------------------------------------------------------------
 
 
-class _Getter(Protocol):
+class Getter(Protocol):
+    """Anything with ``get(path)`` returning parsed JSON (a KubeClient, a :class:`URLGetter`)."""
+
     def get(self, path: str, query: Mapping[str, Any] | None = None, **kw: Any) -> Any: ...
 
 
@@ -183,7 +193,7 @@ class MetricsServerSource:
 
     def __init__(
         self,
-        client: _Getter,
+        client: Getter,
         *,
         interval: float = DEFAULT_REFRESH_INTERVAL,
         path: str = NODE_METRICS_PATH,
@@ -257,42 +267,11 @@ class MetricsServerSource:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and, if this source is installed under its name, uninstall it."""
+        """Stop the thread (the owner of the :class:`Sources` it is installed in uninstalls it)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        uninstall(self.name, self)
-
-
-def for_config(config: Any, client: _Getter) -> MetricsServerSource | None:
-    """The :class:`MetricsServerSource` the daemon should run for ``config``, installed; or None.
-
-    None when no profile enables NodeLoad, or a source is already installed under the name NodeLoad
-    uses (a test or an embedding program installed its own). The refresh interval is the smallest
-    ``refreshInterval`` among the profiles' NodeLoad args. The caller owns ``start()``/``stop()``.
-    """
-    from custom_scheduler.plugins import load_aware
-
-    interval: float | None = None
-    source_name = DEFAULT_SOURCE
-    url = ""
-    for prof in getattr(config, "profiles", ()):
-        if load_aware.NAME not in prof.plugin_names():
-            continue
-        args = prof.plugin_args.get(load_aware.NAME) or load_aware.NodeLoadArgs()
-        interval = args.refresh_interval if interval is None else min(interval, args.refresh_interval)
-        source_name = args.metrics_source
-        url = url or args.metrics_url
-    if interval is None:
-        return None
-    if get_source(source_name) is not None:
-        log.info("node_metrics_source_preinstalled", name=source_name)
-        return None
-    getter: _Getter = URLGetter(url) if url else client
-    src = MetricsServerSource(getter, interval=interval, name=source_name)
-    install(src, source_name)
-    return src
 
 
 class URLGetter:

@@ -42,8 +42,9 @@ PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
 VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
 BINDING_BUCKETS = exponential_buckets(0.001, 2, 15)
 
-#: The sub-queues ``scheduler_pending_pods`` always reports, 0 when empty (kube-scheduler also
-#: reports ``gated``; we have no scheduling gates, so it stays 0).
+#: The sub-queues ``scheduler_pending_pods`` always reports, 0 when empty. As in kube-scheduler,
+#: ``gated`` counts the pods PreEnqueue holds back (SchedulingGates) and ``unschedulable`` excludes
+#: them, although the queue keeps both in one map (``SchedulingQueue.pending_counts``).
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from custom_scheduler.kube import quantity
+from custom_scheduler import quantity
 
 # kube-scheduler's defaults for containers that omit a request, used only for scoring
 # (pkg/scheduler/util/pod_resources.go).
@@ -81,7 +81,10 @@ class Resources:
 
     @classmethod
     def from_json(cls, doc: JSON | None) -> Resources:
-        """Parse a ``ResourceList`` (``{"cpu": "500m", "memory": "1Gi", ...}``)."""
+        """Parse a ``ResourceList`` (``{"cpu": "500m", "memory": "1Gi", ...}``).
+
+        A negative amount raises ``ValueError``: the API server's validation never admits one, and
+        a pod with negative requests would *free* room on a node, over-committing it."""
         r = cls()
         if not doc:
             return r
@@ -98,6 +101,8 @@ class Resources:
                 n = quantity.to_int(value)
                 if n:
                     r.scalar[name] = n
+        if min(r.milli_cpu, r.memory, r.ephemeral_storage, r.allowed_pods, *r.scalar.values()) < 0:
+            raise ValueError(f"negative quantity in {dict(doc)!r:.200}")
         return r
 
 
@@ -137,12 +142,47 @@ def tolerates_all(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One entry of ``spec.resourceClaims`` (DRA), with the claim it names resolved.
+
+    ``claim`` is ``resourceClaimName``, or for a ``resourceClaimTemplateName`` the name the
+    resourceclaim controller recorded in ``status.resourceClaimStatuses`` ("" until it did:
+    ``resolved`` False). It is part of the pod's spec signature on purpose: the controller's
+    status update is upstream's UpdatePodGeneratedResourceClaim event, which releases the pod.
+    """
+
+    name: str
+    claim: str = ""
+    template: bool = False
+    resolved: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class HostPort:
     """A (hostIP, protocol, hostPort) triple a container asks for."""
 
     ip: str
     protocol: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """One of a pod's volumes that a volume plugin looks at (others, like configMap, are dropped).
+
+    ``claim`` is the PVC it uses: ``persistentVolumeClaim.claimName``, or ``<pod>-<volume>`` for a
+    generic ephemeral volume (``ephemeral`` set; the claim must then be controlled by the pod).
+    ``disk`` identifies an in-tree disk for VolumeRestrictions' conflicts: ``("gce", pdName)``,
+    ``("aws", volumeID)``, ``("iscsi", iqn)`` or ``("rbd", pool, image)`` (with ``monitors``).
+    """
+
+    name: str
+    claim: str = ""
+    ephemeral: bool = False
+    read_only: bool = False
+    disk: tuple[str, ...] = ()
+    monitors: frozenset[str] = frozenset()
+    csi_driver: str = ""
 
 
 @dataclass(slots=True)
@@ -178,6 +218,8 @@ class Pod:
     scheduled_condition: tuple[str, str, str] | None = None  # (status, reason, message)
     owner_kind: str = ""
     disruption_target: bool = False
+    volumes: tuple[PodVolume, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
     @property
     def key(self) -> str:
@@ -212,10 +254,71 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     allocatable: Resources = field(default_factory=Resources)
-    images: dict[str, int] = field(default_factory=dict)  # normalised image name -> size in bytes
+    images: dict[str, int] = field(default_factory=dict)  # image name as reported -> size in bytes
 
 
 # --- parsing -------------------------------------------------------------------------------------
+
+
+class MalformedObject(ValueError):
+    """An object the API server should never have sent (wrong types, invalid quantities).
+
+    The projections raise only this, whatever was wrong, so an informer can skip and report
+    the object in one place; and they check the types of what they keep, so nothing downstream
+    (cache, queue, plugins, the int64 node arrays) meets a value of the wrong type later, on a
+    thread where an exception would be a crash or a retry loop."""
+
+
+_PARSE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError, RecursionError)
+
+
+def _ident(doc: object) -> str:
+    meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "?"
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise MalformedObject(what)
+
+
+def _is_str_map(m: object) -> bool:
+    return isinstance(m, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in m.items())
+
+
+def _check_pod(p: Pod) -> Pod:
+    for f in (
+        "uid", "namespace", "name", "resource_version", "scheduler_name", "node_name", "phase",
+        "priority_class_name", "preemption_policy", "nominated_node_name", "owner_kind",
+    ):  # fmt: skip
+        _need(isinstance(getattr(p, f), str), f"{f} is not a string")
+    for f in ("labels", "annotations", "node_selector"):
+        _need(_is_str_map(getattr(p, f)), f"{f} is not a map of strings")
+    _need(
+        p.affinity is None or (isinstance(p.affinity, dict) and all(isinstance(v, dict) for v in p.affinity.values())),
+        "affinity is not an object of objects",
+    )
+    _need(all(isinstance(c, dict) for c in p.topology_spread_constraints), "topologySpreadConstraints item")
+    _need(
+        all(isinstance(x, str) for t in p.tolerations for x in (t.key, t.operator, t.value, t.effect)),
+        "toleration fields are not strings",
+    )
+    _need(all(isinstance(h.ip, str) and isinstance(h.protocol, str) for h in p.host_ports), "hostIP/protocol")
+    _need(all(isinstance(i, str) for i in (*p.images, *p.scheduling_gates)), "image or scheduling gate name")
+    _need(-(2**31) <= p.priority < 2**31, "priority out of int32 range")
+    return p
+
+
+def _check_node(n: Node) -> Node:
+    for f in ("name", "uid", "resource_version"):
+        _need(isinstance(getattr(n, f), str), f"{f} is not a string")
+    _need(bool(n.name), "node without a name")
+    _need(_is_str_map(n.labels), "labels is not a map of strings")
+    _need(all(isinstance(x, str) for t in n.taints for x in (t.key, t.value, t.effect)), "taint fields")
+    _need(all(isinstance(k, str) for k in n.images), "image names are not strings")
+    return n
 
 
 def parse_time(ts: str | None) -> float | None:
@@ -234,7 +337,8 @@ def parse_time(ts: str | None) -> float | None:
 
 
 def normalize_image(name: str) -> str:
-    """ImageLocality's normalisation: an image without a tag or digest means ``:latest``."""
+    """ImageLocality's normalisation of a pod's image: no tag or digest means ``:latest``. Upstream
+    applies it to the pod's names only; a node's names are matched as the node reports them."""
     last = name.rsplit("/", 1)[-1]
     if ":" in last or "@" in name:
         return name
@@ -250,10 +354,11 @@ def _container_requests(c: JSON) -> tuple[Resources, int, int]:
 
 
 def compute_requests(spec: JSON) -> tuple[Resources, int, int]:
-    """Effective pod requests, as kube-scheduler's ``PodRequests`` computes them (v1.28+).
+    """Effective pod requests, as kube-scheduler's ``PodRequests`` computes them (v1.34+).
 
     ``max(Σ regular containers + Σ sidecars, max over init containers of (init + sidecars started
-    before it)) + overhead``; sidecars are init containers with ``restartPolicy: Always``. The
+    before it))``, then pod-level requests (``spec.resources``) in place of that for the resources
+    they name, then ``+ overhead``; sidecars are init containers with ``restartPolicy: Always``. The
     second and third values are the "non-zero" CPU and memory used for scoring, where a container
     that omits a request counts as 100m / 200Mi.
     """
@@ -284,12 +389,58 @@ def compute_requests(spec: JSON) -> tuple[Resources, int, int]:
     total.add(sidecars)
     total.set_max(init_max)
     nz_cpu, nz_mem = max(nz_cpu + sc_cpu, init_cpu), max(nz_mem + sc_mem, init_mem)
+    pod_level = ((spec.get("resources") or {}).get("requests")) or {}
+    if any(_pod_level_resource(k) for k in pod_level):
+        # Pod-level resources (beta and on by default since 1.34): the pod's own requests replace
+        # the containers' sum for cpu, memory and hugepages; for scoring too, so an unset container
+        # request no longer counts as 100m / 200Mi.
+        lvl = Resources.from_json({k: v for k, v in pod_level.items() if _pod_level_resource(k)})
+        if "cpu" in pod_level:
+            total.milli_cpu = nz_cpu = lvl.milli_cpu
+        if "memory" in pod_level:
+            total.memory = nz_mem = lvl.memory
+        for k, v in lvl.scalar.items():
+            total.scalar[k] = v
     overhead = Resources.from_json(spec.get("overhead"))
     if not overhead.is_zero():
         total.add(overhead)
         nz_cpu += overhead.milli_cpu
         nz_mem += overhead.memory
     return total, nz_cpu, nz_mem
+
+
+def _pod_level_resource(name: str) -> bool:
+    """The resources ``spec.resources`` may set (upstream's ``IsSupportedPodLevelResource``)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_volumes(pod_name: str, spec: JSON) -> tuple[PodVolume, ...]:
+    """The volumes the volume plugins care about (claims, in-tree disks, inline CSI), in order."""
+    out = []
+    for v in spec.get("volumes") or ():
+        name = str(v.get("name", ""))
+        if (src := v.get("persistentVolumeClaim")) is not None:
+            out.append(PodVolume(name, str(src.get("claimName", "")), read_only=bool(src.get("readOnly"))))
+        elif v.get("ephemeral") is not None:
+            out.append(PodVolume(name, f"{pod_name}-{name}", ephemeral=True))
+        elif (src := v.get("gcePersistentDisk")) is not None:
+            out.append(PodVolume(name, disk=("gce", str(src.get("pdName", ""))), read_only=bool(src.get("readOnly"))))
+        elif (src := v.get("awsElasticBlockStore")) is not None:
+            out.append(PodVolume(name, disk=("aws", str(src.get("volumeID", ""))), read_only=bool(src.get("readOnly"))))
+        elif (src := v.get("iscsi")) is not None:
+            out.append(PodVolume(name, disk=("iscsi", str(src.get("iqn", ""))), read_only=bool(src.get("readOnly"))))
+        elif (src := v.get("rbd")) is not None:
+            out.append(
+                PodVolume(
+                    name,
+                    disk=("rbd", str(src.get("pool") or "rbd"), str(src.get("image", ""))),
+                    monitors=frozenset(src.get("monitors") or ()),
+                    read_only=bool(src.get("readOnly")),
+                )
+            )
+        elif (src := v.get("csi")) is not None:
+            out.append(PodVolume(name, csi_driver=str(src.get("driver", ""))))
+    return tuple(out)
 
 
 def _host_ports(spec: JSON) -> tuple[HostPort, ...]:
@@ -303,7 +454,17 @@ def _host_ports(spec: JSON) -> tuple[HostPort, ...]:
 
 
 def pod_from_json(doc: JSON) -> Pod:
-    """Project a Pod's JSON into :class:`Pod`. Never raises on odd but valid specs."""
+    """Project a Pod's JSON into :class:`Pod`. Never raises on odd but valid specs; raises only
+    :class:`MalformedObject` on anything the API server could not have sent."""
+    try:
+        return _check_pod(_pod_from_json(doc))
+    except MalformedObject as e:
+        raise MalformedObject(f"pod {_ident(doc)}: {e}") from None
+    except _PARSE_ERRORS as e:
+        raise MalformedObject(f"pod {_ident(doc)}: {type(e).__name__}: {e}") from e
+
+
+def _pod_from_json(doc: JSON) -> Pod:
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
     status = doc.get("status") or {}
@@ -316,8 +477,12 @@ def pod_from_json(doc: JSON) -> Pod:
         elif c.get("type") == "DisruptionTarget" and c.get("status") == "True":
             disruption = True
     owners = meta.get("ownerReferences") or ()
-    images = [c.get("image", "") for c in spec.get("initContainers") or ()] + [
-        c.get("image", "") for c in spec.get("containers") or ()
+    # ImageLocality's images: init containers and containers (v1.30+), then image volumes (v1.33+),
+    # one entry each, as upstream counts them for its threshold.
+    images = [
+        *(c.get("image", "") for c in spec.get("initContainers") or ()),
+        *(c.get("image", "") for c in spec.get("containers") or ()),
+        *(str((v.get("image") or {}).get("reference", "")) for v in spec.get("volumes") or () if v.get("image")),
     ]
     return Pod(
         uid=meta.get("uid", ""),
@@ -347,16 +512,42 @@ def pod_from_json(doc: JSON) -> Pod:
         node_selector=dict(spec.get("nodeSelector") or {}),
         affinity=spec.get("affinity") or None,
         topology_spread_constraints=tuple(spec.get("topologySpreadConstraints") or ()),
-        images=tuple(normalize_image(i) for i in images if i),
+        images=tuple(normalize_image(i) for i in images),
         scheduling_gates=tuple(g.get("name", "") for g in spec.get("schedulingGates") or ()),
         scheduled_condition=cond,
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
         disruption_target=disruption,
+        volumes=_pod_volumes(meta.get("name", ""), spec) if spec.get("volumes") else (),
+        resource_claims=_pod_resource_claims(spec, status) if spec.get("resourceClaims") else (),
     )
 
 
+def _pod_resource_claims(spec: JSON, status: JSON) -> tuple[PodResourceClaim, ...]:
+    generated = {str(s.get("name", "")): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
+    out = []
+    for rc in spec.get("resourceClaims") or ():
+        name = str(rc.get("name", ""))
+        if rc.get("resourceClaimName"):
+            out.append(PodResourceClaim(name, str(rc["resourceClaimName"])))
+        elif rc.get("resourceClaimTemplateName"):
+            got = name in generated
+            out.append(PodResourceClaim(name, str(generated.get(name) or ""), template=True, resolved=got))
+        else:
+            out.append(PodResourceClaim(name, resolved=False))
+    return tuple(out)
+
+
 def node_from_json(doc: JSON) -> Node:
-    """Project a Node's JSON into :class:`Node`."""
+    """Project a Node's JSON into :class:`Node`; raises only :class:`MalformedObject`."""
+    try:
+        return _check_node(_node_from_json(doc))
+    except MalformedObject as e:
+        raise MalformedObject(f"node {_ident(doc)}: {e}") from None
+    except _PARSE_ERRORS as e:
+        raise MalformedObject(f"node {_ident(doc)}: {type(e).__name__}: {e}") from e
+
+
+def _node_from_json(doc: JSON) -> Node:
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
     status = doc.get("status") or {}
@@ -364,7 +555,7 @@ def node_from_json(doc: JSON) -> Node:
     for img in status.get("images") or ():
         size = int(img.get("sizeBytes") or 0)
         for n in img.get("names") or ():
-            images[normalize_image(n)] = size
+            images[n] = size  # as the node reports them: upstream normalises only the pod's names
     return Node(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),

@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from custom_scheduler.model import Node, Pod, node_from_json, pod_from_json
+from custom_scheduler.storage import PersistentVolume, PersistentVolumeClaim, pv_from_json, pvc_from_json
 
 _seq = itertools.count()
 
@@ -178,6 +179,30 @@ class PodBuilder:
         self.spec.setdefault("topologySpreadConstraints", []).append(c)
         return self
 
+    def gates(self, *names: str) -> PodBuilder:
+        """``spec.schedulingGates`` (the SchedulingGates PreEnqueue plugin holds the pod back)."""
+        self.spec["schedulingGates"] = [{"name": n} for n in names]
+        return self
+
+    def pvc(self, claim: str, volume: str = "", read_only: bool = False) -> PodBuilder:
+        """A ``persistentVolumeClaim`` volume (named ``volume``, default: the claim's name)."""
+        src: dict[str, Any] = {"claimName": claim}
+        if read_only:
+            src["readOnly"] = True
+        return self.volume({"name": volume or claim, "persistentVolumeClaim": src})
+
+    def ephemeral_volume(self, volume: str, storage_class: str = "", size: str = "1Gi") -> PodBuilder:
+        """A generic ephemeral volume: its claim is ``<pod>-<volume>``, created by a controller."""
+        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        return self.volume({"name": volume, "ephemeral": {"volumeClaimTemplate": {"spec": spec}}})
+
+    def volume(self, vol: dict[str, Any]) -> PodBuilder:
+        """Any volume, as the API's JSON (``{"name": ..., "gcePersistentDisk": {...}}``)."""
+        self.spec.setdefault("volumes", []).append(copy.deepcopy(vol))
+        return self
+
     def nominated(self, node: str) -> PodBuilder:
         self._obj.setdefault("status", {})["nominatedNodeName"] = node
         return self
@@ -259,3 +284,279 @@ def make_pod(name: str = "", namespace: str = "default") -> PodBuilder:
 
 def make_node(name: str = "") -> NodeBuilder:
     return NodeBuilder(name or f"node-{next(_seq)}").capacity(cpu="4", memory="8Gi", pods="110")
+
+
+# -- storage --------------------------------------------------------------------------------------
+
+
+class PVBuilder:
+    """A PersistentVolume (``.obj()`` for the API server, ``.build()`` for the compact view)."""
+
+    def __init__(self, name: str) -> None:
+        self._obj: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": {}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": f"/tmp/pv/{name}"},
+            },
+            "status": {"phase": "Available"},
+        }
+
+    def size(self, q: str) -> PVBuilder:
+        self._obj["spec"]["capacity"]["storage"] = q
+        return self
+
+    def storage_class(self, name: str) -> PVBuilder:
+        self._obj["spec"]["storageClassName"] = name
+        return self
+
+    def access(self, *modes: str) -> PVBuilder:
+        self._obj["spec"]["accessModes"] = list(modes)
+        return self
+
+    def label(self, key: str, value: str) -> PVBuilder:
+        self._obj["metadata"]["labels"][key] = value
+        return self
+
+    def on_node(self, node: str, key: str = "kubernetes.io/hostname") -> PVBuilder:
+        """A local PV: node affinity to ``node`` (as local-path and local volumes have)."""
+        self._obj["spec"].pop("hostPath", None)
+        self._obj["spec"]["local"] = {"path": f"/mnt/{self._obj['metadata']['name']}"}
+        term = {"matchExpressions": [{"key": key, "operator": "In", "values": [node]}]}
+        self._obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
+        return self
+
+    def csi(self, driver: str, handle: str = "") -> PVBuilder:
+        self._obj["spec"].pop("hostPath", None)
+        self._obj["spec"]["csi"] = {"driver": driver, "volumeHandle": handle or self._obj["metadata"]["name"]}
+        return self
+
+    def claim_ref(self, namespace: str, name: str, uid: str = "") -> PVBuilder:
+        ref = {"namespace": namespace, "name": name}
+        if uid:
+            ref["uid"] = uid
+        self._obj["spec"]["claimRef"] = ref
+        return self
+
+    def phase(self, phase: str) -> PVBuilder:
+        self._obj["status"]["phase"] = phase
+        return self
+
+    def rv(self, rv: str) -> PVBuilder:
+        self._obj["metadata"]["resourceVersion"] = rv
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        o = copy.deepcopy(self._obj)
+        o.pop("status", None)  # the PV controller sets it
+        o["metadata"].pop("resourceVersion", None)
+        return o
+
+    def build(self) -> PersistentVolume:
+        o = copy.deepcopy(self._obj)
+        o["metadata"].setdefault("resourceVersion", "1")
+        return pv_from_json(o)
+
+
+class PVCBuilder:
+    def __init__(self, name: str, namespace: str = "default") -> None:
+        self._obj: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace, "annotations": {}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+
+    def size(self, q: str) -> PVCBuilder:
+        self._obj["spec"]["resources"]["requests"]["storage"] = q
+        return self
+
+    def storage_class(self, name: str) -> PVCBuilder:
+        self._obj["spec"]["storageClassName"] = name
+        return self
+
+    def access(self, *modes: str) -> PVCBuilder:
+        self._obj["spec"]["accessModes"] = list(modes)
+        return self
+
+    def bound_to(self, pv: str) -> PVCBuilder:
+        """Fully bound (as the PV controller leaves it): volumeName, bind-completed, phase Bound."""
+        self._obj["spec"]["volumeName"] = pv
+        self._obj["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+        self._obj.setdefault("status", {})["phase"] = "Bound"
+        return self
+
+    def volume_name(self, pv: str) -> PVCBuilder:
+        self._obj["spec"]["volumeName"] = pv
+        return self
+
+    def selected_node(self, node: str) -> PVCBuilder:
+        self._obj["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = node
+        return self
+
+    def phase(self, phase: str) -> PVCBuilder:
+        self._obj.setdefault("status", {})["phase"] = phase
+        return self
+
+    def owned_by(self, pod_uid: str) -> PVCBuilder:
+        self._obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": "owner", "uid": pod_uid, "controller": True}
+        ]
+        return self
+
+    def uid(self, uid: str) -> PVCBuilder:
+        self._obj["metadata"]["uid"] = uid
+        return self
+
+    def terminating(self) -> PVCBuilder:
+        self._obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        o = copy.deepcopy(self._obj)
+        o.pop("status", None)
+        return o
+
+    def build(self) -> PersistentVolumeClaim:
+        o = copy.deepcopy(self._obj)
+        o["metadata"].setdefault("uid", str(uuid.uuid4()))
+        o["metadata"].setdefault("resourceVersion", "1")
+        return pvc_from_json(o)
+
+
+def storage_class_obj(
+    name: str,
+    provisioner: str = "kubernetes.io/no-provisioner",
+    *,
+    wffc: bool = True,
+    allowed_zones: tuple[str, ...] = (),
+    zone_key: str = "topology.kubernetes.io/zone",
+) -> dict[str, Any]:
+    sc: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer" if wffc else "Immediate",
+        "reclaimPolicy": "Delete",
+    }
+    if allowed_zones:
+        sc["allowedTopologies"] = [{"matchLabelExpressions": [{"key": zone_key, "values": list(allowed_zones)}]}]
+    return sc
+
+
+def csinode_obj(node: str, limits: dict[str, int | None]) -> dict[str, Any]:
+    """A CSINode with one driver per ``limits`` entry (its ``allocatable.count``, or None)."""
+    drivers = []
+    for name, count in limits.items():
+        d: dict[str, Any] = {"name": name, "nodeID": node, "topologyKeys": None}
+        if count is not None:
+            d["allocatable"] = {"count": count}
+        drivers.append(d)
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": node},
+        "spec": {"drivers": drivers},
+    }
+
+
+def make_pv(name: str = "") -> PVBuilder:
+    return PVBuilder(name or f"pv-{next(_seq)}")
+
+
+def make_pvc(name: str = "", namespace: str = "default") -> PVCBuilder:
+    return PVCBuilder(name or f"pvc-{next(_seq)}", namespace)
+
+
+# --- DRA (resource.k8s.io/v1) ----------------------------------------------------------------------
+
+
+def resource_slice_obj(
+    node: str,
+    devices: dict[str, dict[str, Any]],
+    *,
+    driver: str = "gpu.example.com",
+    all_nodes: bool = False,
+    node_selector: dict[str, Any] | None = None,
+    pool: str = "",
+) -> dict[str, Any]:
+    """A ResourceSlice of ``driver`` with ``devices`` (name -> attributes, plain values)."""
+
+    def attr(v: Any) -> dict[str, Any]:
+        return {"bool": v} if isinstance(v, bool) else {"int": v} if isinstance(v, int) else {"string": v}
+
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": pool or node or "shared", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": n, "attributes": {k: attr(v) for k, v in a.items()}} for n, a in devices.items()],
+    }
+    if all_nodes:
+        spec["allNodes"] = True
+    elif node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    else:
+        spec["nodeName"] = node
+    return {"metadata": {"name": f"{pool or node or 'shared'}-{driver}", "resourceVersion": "1"}, "spec": spec}
+
+
+def device_class_obj(name: str = "gpu", *selectors: str) -> dict[str, Any]:
+    sel = [{"cel": {"expression": e}} for e in selectors]
+    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {"selectors": sel}}
+
+
+class ClaimBuilder:
+    """A ResourceClaim with requests, constraints and (optionally) an allocation."""
+
+    def __init__(self, name: str, namespace: str = "default") -> None:
+        self._obj: dict[str, Any] = {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-claim-{name}", "resourceVersion": "1"},
+            "spec": {"devices": {"requests": []}},
+        }
+
+    def request(
+        self, name: str = "gpu", cls: str = "gpu", *selectors: str, count: int = 1, mode: str = ""
+    ) -> ClaimBuilder:
+        exactly: dict[str, Any] = {"deviceClassName": cls, "count": count}
+        if mode:
+            exactly = {"deviceClassName": cls, "allocationMode": mode}
+        if selectors:
+            exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        self._obj["spec"]["devices"]["requests"].append({"name": name, "exactly": exactly})
+        return self
+
+    def first_available(self, name: str, *subs: tuple[str, str, tuple[str, ...]]) -> ClaimBuilder:
+        alts = [
+            {"name": n, "deviceClassName": c, "selectors": [{"cel": {"expression": e}} for e in sel]}
+            for n, c, sel in subs
+        ]
+        self._obj["spec"]["devices"]["requests"].append({"name": name, "firstAvailable": alts})
+        return self
+
+    def match_attribute(self, attr: str, *requests: str) -> ClaimBuilder:
+        c: dict[str, Any] = {"matchAttribute": attr}
+        if requests:
+            c["requests"] = list(requests)
+        self._obj["spec"]["devices"].setdefault("constraints", []).append(c)
+        return self
+
+    def owner(self, uid: str) -> ClaimBuilder:
+        self._obj["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": uid, "controller": True}]
+        return self
+
+    def allocated(self, node: str, *devices: str, driver: str = "gpu.example.com") -> ClaimBuilder:
+        results = [{"request": "gpu", "driver": driver, "pool": node, "device": d} for d in devices]
+        sel = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+        self._obj["status"] = {"allocation": {"devices": {"results": results}, "nodeSelector": sel}}
+        return self
+
+    def reserved_for(self, *uids: str) -> ClaimBuilder:
+        self._obj.setdefault("status", {})["reservedFor"] = [{"resource": "pods", "name": u, "uid": u} for u in uids]
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._obj)

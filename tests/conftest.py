@@ -51,7 +51,7 @@ def namespace(kube: KubeClient) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     cluster.create_namespace(kube, name)
     yield name
-    # No namespace controller runs: delete the pods too, or later tests' schedulers see them.
+    # The namespace controller deletes its objects; its pods go at once (see delete_namespace).
     cluster.delete_namespace(kube, name)
 
 

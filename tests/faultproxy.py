@@ -4,6 +4,11 @@ The scheduler under test talks plain HTTP to this proxy on loopback; the proxy f
 request to the real kube-apiserver over TLS with the admin token, streaming responses (watches)
 line by line. Rules inject faults for matching requests: a status code (with an optional
 Retry-After), a dropped connection, a delay, or a watch that goes silent without closing.
+
+``log`` keeps ``(method, path, status)`` per answered request; ``timed`` the same with the
+``time.monotonic()`` at which the request arrived (before any injected delay), so tests can
+compare a write's arrival with an event in the process (the fencing test: the moment leadership
+was lost). Both are appended under the GIL only, never rewritten.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class FaultProxy:
     cp: ControlPlane
     rules: list[Rule] = field(default_factory=list)
     log: list[tuple[str, str, int]] = field(default_factory=list)
+    timed: list[tuple[float, str, str, int]] = field(default_factory=list)
     port: int = 0
     streams: set[Any] = field(default_factory=set)
     _server: Any = None
@@ -59,6 +65,10 @@ class FaultProxy:
         with self._lock:
             self.rules.append(rule)
         return rule
+
+    def record(self, received_at: float, method: str, path: str, status: int) -> None:
+        self.timed.append((received_at, method, path, status))
+        self.log.append((method, path, status))
 
     def _take(self, method: str, path: str) -> Rule | None:
         with self._lock:
@@ -121,13 +131,14 @@ class FaultProxy:
                 pass
 
             def _handle(self) -> None:
+                received_at = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 rule = proxy._take(self.command, self.path)
                 if rule is not None and rule.delay:
                     time.sleep(rule.delay)
                 if rule is not None and rule.drop:
-                    proxy.log.append((self.command, self.path, -1))
+                    proxy.record(received_at, self.command, self.path, -1)
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
@@ -142,7 +153,7 @@ class FaultProxy:
                     self.send_header("Content-Length", str(len(line)))
                     self.end_headers()
                     self.wfile.write(line)
-                    proxy.log.append((self.command, self.path, 200))
+                    proxy.record(received_at, self.command, self.path, 200)
                     return
                 if rule is not None and rule.status:
                     payload = rule.body or (
@@ -156,7 +167,7 @@ class FaultProxy:
                         self.send_header("Retry-After", str(rule.retry_after))
                     self.end_headers()
                     self.wfile.write(payload)
-                    proxy.log.append((self.command, self.path, rule.status))
+                    proxy.record(received_at, self.command, self.path, rule.status)
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization")}
                 headers["Authorization"] = f"Bearer {token}"
@@ -171,9 +182,10 @@ class FaultProxy:
                         timeout=urllib3.Timeout(connect=5, read=600),
                     )
                 except Exception:
+                    proxy.record(received_at, self.command, self.path, 502)
                     self.send_error(502)
                     return
-                proxy.log.append((self.command, self.path, resp.status))
+                proxy.record(received_at, self.command, self.path, resp.status)
                 if rule is not None and rule.drop_after_forward:
                     resp.read()
                     resp.release_conn()

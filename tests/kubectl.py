@@ -1,12 +1,9 @@
 """Apply ``manifests/`` to the test control plane with the real kubectl (reused by the HA tests).
 
-kubectl comes from the OS (Debian's ``kubernetes-client`` package); a missing kubectl fails the
-test with that hint instead of skipping, so a machine that cannot check the manifests is noticed.
-
-The session's kube-apiserver is 1.20, which serves PodDisruptionBudgets only as
-``policy/v1beta1``; ``policy/v1`` arrived in 1.21. :func:`rendered_manifests` therefore rewrites
-the PDB's apiVersion when (and only when) the server lacks ``policy/v1``; the two versions have
-the same fields for what ``pdb.yaml`` uses (``minAvailable`` and ``selector``).
+kubectl is the one ``hack/testenv.sh`` built with the control plane (the same release as the API
+server, so ``kubectl apply -k`` meets the kustomize and server-side apply of that release); a PATH
+kubectl is used only when the binaries came from somewhere without one. A missing kubectl fails the
+test instead of skipping, so a machine that cannot check the manifests is noticed.
 """
 
 from __future__ import annotations
@@ -20,19 +17,18 @@ import pytest
 import yaml
 
 from custom_scheduler.devenv.controlplane import ADMIN_TOKEN_USER, REPO_ROOT, ControlPlane
-from custom_scheduler.kube import errors
-from custom_scheduler.kube.client import KubeClient
 
 MANIFESTS = REPO_ROOT / "manifests"
 SCHEDULER_USER = "system:serviceaccount:kube-system:custom-scheduler"
 
 
-def kubectl_binary() -> str:
+def kubectl_binary(control_plane: ControlPlane) -> str:
+    built = control_plane.bin_dir / "kubectl"
+    if built.exists():
+        return str(built)
     path = shutil.which("kubectl")
     if path is None:
-        pytest.fail(
-            "kubectl not found on PATH: install Debian's package kubernetes-client (apt-get install kubernetes-client)"
-        )
+        pytest.fail(f"no kubectl in {control_plane.bin_dir} or on PATH: run hack/testenv.sh, which builds one")
     return path
 
 
@@ -45,7 +41,7 @@ def kubectl(
 ) -> subprocess.CompletedProcess[str]:
     """Run kubectl against the control plane as ``user``; fail the test on a non-zero exit."""
     argv = [
-        kubectl_binary(),
+        kubectl_binary(control_plane),
         f"--kubeconfig={control_plane.kubeconfig(user)}",
         f"--cache-dir={control_plane.workdir / 'kubectl-cache'}",
         *args,
@@ -56,26 +52,13 @@ def kubectl(
     return proc
 
 
-def server_has_policy_v1(kube: KubeClient) -> bool:
-    try:
-        kube.get("/apis/policy/v1")
-    except errors.NotFound:
-        return False
-    return True
-
-
 def load_docs(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def rendered_manifests(control_plane: ControlPlane, kube: KubeClient) -> list[dict[str, Any]]:
-    """``kubectl kustomize manifests/``, with the PDB downgraded to v1beta1 on pre-1.21 servers."""
-    docs = load_docs(kubectl(control_plane, "kustomize", str(MANIFESTS)).stdout)
-    if not server_has_policy_v1(kube):
-        for d in docs:
-            if d["kind"] == "PodDisruptionBudget" and d["apiVersion"] == "policy/v1":
-                d["apiVersion"] = "policy/v1beta1"
-    return docs
+def rendered_manifests(control_plane: ControlPlane) -> list[dict[str, Any]]:
+    """``kubectl kustomize manifests/``: the documents ``kubectl apply -k manifests/`` applies."""
+    return load_docs(kubectl(control_plane, "kustomize", str(MANIFESTS)).stdout)
 
 
 def apply_docs(

@@ -1,14 +1,14 @@
 """Default values and the default profile's plugins.
 
 The default profile is kube-scheduler's (v1.28+) default ``multiPoint`` list restricted to plugins
-this scheduler has: volume plugins (VolumeBinding, VolumeZone, NodeVolumeLimits, …) are not part of
-it, and neither is SchedulingGates (we have no PreEnqueue point). The order is upstream's, because
-multiPoint order becomes the per-extension-point order.
+this scheduler has: the volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
+VolumeZone) and DynamicResources are in it. It starts, as upstream's does, with SchedulingGates;
+the default PreEnqueue plugins are SchedulingGates and DynamicResources (claims must exist). The
+order is upstream's, because multiPoint order becomes the per-extension-point order.
 
-:func:`default_profile_plugins` keeps only names present in the registry it is given. That makes
-the defaults grow as plugins land (a registry without ``ImageLocality`` simply has no ImageLocality
-scoring by default) and lets tests use a small fake registry. It also means the effective default
-profile depends on the registry, which is why ``check-config`` prints the effective config.
+Every plugin named here must be registered: a registry that lacks one makes loading a profile
+that does not disable it (in ``multiPoint``) an error, and :func:`default_profile_plugins` raise,
+rather than silently running a smaller default profile than the one written here.
 
 Scalar defaults (parallelism 16, backoff 1s/10s, leases 15s/10s/2s, qps 50, …) live on the
 dataclasses in :mod:`custom_scheduler.config.types`, so each default sits next to its docstring.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from custom_scheduler.config import types
-from custom_scheduler.framework.registry import PluginSpec
+from custom_scheduler.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MULTI_POINT",
@@ -31,15 +31,22 @@ __all__ = [
 #: kube-scheduler's default multiPoint list (name, score weight or None), minus the plugins this
 #: scheduler does not implement. Order matters: it is the order at every extension point.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
+    ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", None),
     ("NodeResourcesFit", 1),
+    ("VolumeRestrictions", None),
+    ("NodeVolumeLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    # Upstream inserts it right before DefaultPreemption when DRA is enabled (the default since 1.34).
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
@@ -81,17 +88,19 @@ UPSTREAM_PLUGIN_NAMES: frozenset[str] = frozenset(
 _DEFAULT_WEIGHTS: dict[str, int] = {name: w for name, w in DEFAULT_MULTI_POINT if w is not None}
 
 
-def default_profile_plugins(registry: Mapping[str, PluginSpec]) -> tuple[types.PluginRef, ...]:
-    """The default profile's multiPoint list, limited to plugins in ``registry``.
+def default_profile_plugins(registry: Mapping[str, object]) -> tuple[types.PluginRef, ...]:
+    """The default profile's multiPoint list.
 
     Weights are the upstream default score weights (1 for plugins that do not score; the weight
     only matters at the score point).
+
+    Raises:
+        ConfigError: a default plugin is not in ``registry``.
     """
-    return tuple(
-        types.PluginRef(name, weight if weight is not None else 1)
-        for name, weight in DEFAULT_MULTI_POINT
-        if name in registry
-    )
+    missing = [name for name, _ in DEFAULT_MULTI_POINT if name not in registry]
+    if missing:
+        raise ConfigError(f"default plugins not registered: {', '.join(missing)}", "plugins.multiPoint")
+    return tuple(types.PluginRef(name, weight if weight is not None else 1) for name, weight in DEFAULT_MULTI_POINT)
 
 
 def default_weight(name: str) -> int | None:

@@ -26,7 +26,6 @@ import yaml
 from custom_scheduler.config import merging, types, validation
 from custom_scheduler.config.decoding import Errors, Reader, index, join, type_name
 from custom_scheduler.errors import ConfigError
-from custom_scheduler.framework.registry import PluginSpec
 
 __all__ = ["from_dict", "load_config", "load_config_file", "parse_yaml"]
 
@@ -120,7 +119,7 @@ def _client_connection(r: Reader) -> types.ClientConnectionConfig:
     return cc
 
 
-def _parse_args(spec: PluginSpec, raw: Mapping[str, Any] | None, path: str, errors: Errors) -> Any:
+def _parse_args(spec: types.PluginInfo, raw: Mapping[str, Any] | None, path: str, errors: Errors) -> Any:
     try:
         return spec.parse_args(raw, path)
     except ConfigError as e:
@@ -132,7 +131,7 @@ def _parse_args(spec: PluginSpec, raw: Mapping[str, Any] | None, path: str, erro
 
 
 def _plugin_config(
-    items: list[Any], path: str, enabled: tuple[str, ...], registry: Mapping[str, PluginSpec], errors: Errors
+    items: list[Any], path: str, enabled: tuple[str, ...], registry: types.PluginCatalog, errors: Errors
 ) -> dict[str, Any]:
     configured: dict[str, tuple[Mapping[str, Any] | None, str]] = {}
     for j, item in enumerate(items):
@@ -177,7 +176,7 @@ def _strip_type_meta(args: Mapping[str, Any], name: str, path: str, errors: Erro
 
 
 def _profiles(
-    items: list[Any], registry: Mapping[str, PluginSpec], errors: Errors, skip: set[int]
+    items: list[Any], registry: types.PluginCatalog, errors: Errors, skip: set[int]
 ) -> tuple[types.Profile, ...]:
     items = items or [{}]
     profiles = []
@@ -208,7 +207,7 @@ def _profiles(
     return tuple(profiles)
 
 
-def from_dict(raw: object, registry: Mapping[str, PluginSpec]) -> types.SchedulerConfig:
+def from_dict(raw: object, registry: types.PluginCatalog) -> types.SchedulerConfig:
     """Decode, default and validate an already-parsed config document. Raises ConfigError."""
     errors = Errors()
     if not isinstance(raw, Mapping):
@@ -248,7 +247,7 @@ def from_dict(raw: object, registry: Mapping[str, PluginSpec]) -> types.Schedule
     return config
 
 
-def load_config(source: str | os.PathLike[str], registry: Mapping[str, PluginSpec]) -> types.SchedulerConfig:
+def load_config(source: str | os.PathLike[str], registry: types.PluginCatalog) -> types.SchedulerConfig:
     """Load a config from YAML text or from a file.
 
     ``source`` is a file when it is path-like, or a one-line string that names an existing file or
@@ -274,7 +273,7 @@ def _looks_like_path(text: str) -> bool:
         return False
 
 
-def load_config_file(path: str | os.PathLike[str], registry: Mapping[str, PluginSpec]) -> types.SchedulerConfig:
+def load_config_file(path: str | os.PathLike[str], registry: types.PluginCatalog) -> types.SchedulerConfig:
     """Load a config file. Raises ConfigError (also when the file cannot be read)."""
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ multiPoint expansion), applied here once so nothing downstream has to know them:
    ``disabled`` (or ``*``) drop defaults, an ``enabled`` entry naming a default replaces it in
    place, other ``enabled`` entries are appended.
 2. Each extension point starts from the merged multiPoint list, keeping the plugins that implement
-   the point (read off the plugin class, :func:`~custom_scheduler.framework.registry.extension_points`),
+   the point (:attr:`.types.PluginInfo.extension_points`, which the runtime reads off the class),
    in multiPoint order.
 3. That point's ``disabled`` names drop plugins from it; ``*`` drops all of them.
 4. That point's ``enabled`` entries then apply: one naming a plugin still in the list replaces it
@@ -33,16 +33,12 @@ from dataclasses import dataclass
 
 from custom_scheduler.config import defaults, types
 from custom_scheduler.config.decoding import Errors, Reader, index, join
-from custom_scheduler.framework.registry import PluginSpec, extension_points
 
 __all__ = ["MAX_WEIGHT", "effective_plugins"]
 
 #: Highest accepted score weight (kube-scheduler only requires non-negative; see PluginRef.weight).
 MAX_WEIGHT = 100
 MULTI_POINT = "multiPoint"
-_UNSUPPORTED_POINTS = {
-    "preEnqueue": "the preEnqueue extension point is not supported by this scheduler",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +55,14 @@ class _PluginSet:
 
 
 class _Merger:
-    def __init__(self, registry: Mapping[str, PluginSpec], errors: Errors) -> None:
+    def __init__(self, registry: types.PluginCatalog, errors: Errors) -> None:
         self.registry = registry
         self.errors = errors
         self._points: dict[str, frozenset[str]] = {}
 
     def points_of(self, name: str) -> frozenset[str]:
         if name not in self._points:
-            self._points[name] = extension_points(self.registry[name])
+            self._points[name] = self.registry[name].extension_points
         return self._points[name]
 
     def unknown(self, name: str) -> str:
@@ -160,7 +156,7 @@ def _merge(base: list[_Entry], custom: _PluginSet) -> list[_Entry]:
 
 
 def effective_plugins(
-    raw: object, path: str, *, registry: Mapping[str, PluginSpec], errors: Errors
+    raw: object, path: str, *, registry: types.PluginCatalog, errors: Errors
 ) -> dict[str, tuple[types.PluginRef, ...]]:
     """Merge a profile's raw ``plugins`` mapping (at ``path``) with the default profile.
 
@@ -170,10 +166,19 @@ def effective_plugins(
     m = _Merger(registry, errors)
     r = Reader(raw, path, errors)
     sets = {p: m.decode_set(r.raw(p), r.path_of(p), p) for p in (MULTI_POINT, *types.EXTENSION_POINTS)}
-    r.finish(hints=_UNSUPPORTED_POINTS)
+    r.finish()
 
-    default_mp = [_Entry(name, weight, "") for name, weight in defaults.DEFAULT_MULTI_POINT if name in registry]
+    default_mp = [_Entry(name, weight, "") for name, weight in defaults.DEFAULT_MULTI_POINT]
     multi_point = _merge(default_mp, sets[MULTI_POINT])
+    # A default plugin the registry lacks is an error, not silently dropped: the effective profile
+    # must not depend on what happens to be registered. Disabling it in multiPoint is the way out.
+    for e in multi_point:
+        if e.name not in registry:
+            errors.add(
+                join(path, MULTI_POINT),
+                f'default plugin "{e.name}" is not registered (disable it in multiPoint to run without it)',
+            )
+    multi_point = [e for e in multi_point if e.name in registry]
     mp_weights = {e.name: e.weight for e in multi_point}
 
     def score_weight(entry: _Entry) -> int:

@@ -13,10 +13,10 @@ so holding a :class:`SchedulerConfig` means holding a valid one. The one deliber
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "API_VERSION",
@@ -25,6 +25,8 @@ __all__ = [
     "KIND",
     "ClientConnectionConfig",
     "LeaderElectionConfig",
+    "PluginCatalog",
+    "PluginInfo",
     "PluginRef",
     "Profile",
     "SchedulerConfig",
@@ -41,6 +43,7 @@ DEFAULT_SCHEDULER_NAME = "custom-scheduler"
 #: The same names as ``framework.registry.EXTENSION_POINT_METHODS`` (a test keeps them equal);
 #: spelled out so this module, which the framework itself reads, imports nothing of it.
 EXTENSION_POINTS: tuple[str, ...] = (
+    "preEnqueue",
     "queueSort",
     "preFilter",
     "filter",
@@ -53,6 +56,28 @@ EXTENSION_POINTS: tuple[str, ...] = (
     "bind",
     "postBind",
 )
+
+
+class PluginInfo(Protocol):
+    """What loading a config needs to know of one plugin, and no more: its name, the extension
+    points it implements (to expand ``multiPoint`` and reject a plugin enabled at a point it lacks)
+    and its ``pluginConfig`` args parser. The runtime's
+    :class:`~custom_scheduler.framework.registry.PluginSpec` is one, so config knows nothing of the
+    framework."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def extension_points(self) -> frozenset[str]: ...
+
+    @property
+    def parse_args(self) -> Callable[[Mapping[str, Any] | None, str], Any]: ...
+
+
+#: Plugin name → :class:`PluginInfo`: the capabilities map a config is loaded against (a
+#: :class:`~custom_scheduler.framework.registry.Registry` is one).
+PluginCatalog = Mapping[str, PluginInfo]
 
 
 def _frozen_map(m: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -187,10 +212,3 @@ class SchedulerConfig:
     def profile(self, scheduler_name: str) -> Profile | None:
         """The profile for ``scheduler_name``, or None."""
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The effective config in ``KubeSchedulerConfiguration``'s camelCase shape (see
-        :func:`custom_scheduler.config.render.to_dict`)."""
-        from custom_scheduler.config import render
-
-        return render.to_dict(self)

@@ -120,6 +120,12 @@ class Writer:
                 return
             try:
                 fn()
+            except errors.ApiError as e:
+                if isinstance(e, errors.NotFound) or e.namespace_terminating:
+                    # The pod (or its namespace) is being deleted: nothing left to report on.
+                    log.debug("api_write_skipped_object_gone", error=str(e)[:300])
+                else:
+                    log.warning("api_write_failed", error=str(e)[:300])
             except errors.KubeError as e:
                 log.warning("api_write_failed", error=str(e)[:300])
             except Exception:

@@ -6,6 +6,13 @@ object into the model once, keeps the last version per key, and calls ``on_add``
 diffs the new list against the store, so objects that vanished while the watch was down produce
 deletes and nothing is lost.
 
+Bad input never stops an informer. An object the projection refuses (wrong types, invalid
+quantities: :class:`~custom_scheduler.model.MalformedObject`, or any other exception) is skipped and
+reported once per uid and resourceVersion (a re-list or a replayed event does not log it again),
+and the watch moves past it; an exception from a sink is logged and the next event delivered. An
+exception escaping here would end the reflector thread, or, as a ``ValueError``, make it restart
+the watch from before the event and meet the same object again, forever.
+
 Pods are listed with ``status.phase!=Succeeded,status.phase!=Failed`` as kube-scheduler does:
 a pod that finishes leaves the watch's view and arrives here as a delete, freeing its resources.
 """
@@ -14,11 +21,15 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
+from custom_scheduler import dra, storage
+from custom_scheduler.framework import dra as fdra
+from custom_scheduler.framework import volumes
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.kube.watch import Reflector
 from custom_scheduler.model import Node, Pod, node_from_json, pod_from_json
@@ -59,6 +70,9 @@ class Informer(Generic[T]):
         self._sink: Sink[T] = sink
         self._lock = threading.Lock()
         self.store: dict[str, T] = {}
+        # (uid or namespace/name, resourceVersion) of objects already reported as skipped.
+        self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.skipped = 0  # every skip, reported or not (for tests and debugging)
         self.name = name
         self.reflector = Reflector(
             client,
@@ -91,10 +105,9 @@ class Informer(Generic[T]):
             for doc in items:
                 try:
                     obj = self._project(doc)
-                except (ValueError, TypeError, KeyError) as e:
-                    log.warning("object_skipped", informer=self.name, error=str(e), name=_name(doc))
-                    continue
-                fresh[self._key(obj)] = obj
+                    fresh[self._key(obj)] = obj
+                except Exception as e:
+                    self._skip(doc, e)
         finally:
             if gc_was:
                 gc.enable()
@@ -103,22 +116,24 @@ class Informer(Generic[T]):
             self.store = fresh
         for k, old in old_store.items():
             if k not in fresh:
-                self._sink.on_delete(old)
+                self._deliver(self._sink.on_delete, old)
         for k, obj in fresh.items():
             prev = old_store.get(k)
             if prev is None:
-                self._sink.on_add(obj)
+                self._deliver(self._sink.on_add, obj)
             elif getattr(prev, "resource_version", None) != getattr(obj, "resource_version", None):
-                self._sink.on_update(prev, obj)
+                self._deliver(self._sink.on_update, prev, obj)
         log.info("informer_listed", informer=self.name, items=len(fresh), resource_version=resource_version)
 
     def on_event(self, kind: str, doc: dict[str, Any]) -> None:
         try:
             obj = self._project(doc)
-        except (ValueError, TypeError, KeyError) as e:
-            log.warning("object_skipped", informer=self.name, error=str(e), name=_name(doc))
+            k = self._key(obj)
+        except Exception as e:
+            self._skip(doc, e)
+            if kind == "DELETED":
+                self._delete_unparsable(doc)
             return
-        k = self._key(obj)
         with self._lock:
             prev = self.store.get(k)
             if kind == "DELETED":
@@ -126,11 +141,47 @@ class Informer(Generic[T]):
             else:
                 self.store[k] = obj
         if kind == "DELETED":
-            self._sink.on_delete(prev if prev is not None else obj)
+            self._deliver(self._sink.on_delete, prev if prev is not None else obj)
         elif prev is None:
-            self._sink.on_add(obj)
+            self._deliver(self._sink.on_add, obj)
         else:
-            self._sink.on_update(prev, obj)
+            self._deliver(self._sink.on_update, prev, obj)
+
+    def _skip(self, doc: Any, e: Exception) -> None:
+        """Report an object that cannot be projected, once per (uid, resourceVersion)."""
+        self.skipped += 1
+        ident = _raw_identity(doc)
+        with self._lock:
+            if ident in self._reported:
+                return
+            self._reported[ident] = None
+            if len(self._reported) > 4096:
+                self._reported.popitem(last=False)
+        log.warning(
+            "object_skipped", informer=self.name, name=_name(doc), resource_version=ident[1], error=str(e)[:300]
+        )
+
+    def _delete_unparsable(self, doc: Any) -> None:
+        """A DELETED event whose object no longer parses: drop the version we stored, found by
+        the raw uid, name or namespace/name (whichever this informer keys by)."""
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        if not isinstance(meta, dict):
+            return
+        ns, name, uid = (meta.get(f) for f in ("namespace", "name", "uid"))
+        with self._lock:
+            for k in (uid, name, f"{ns}/{name}"):
+                if isinstance(k, str) and k in self.store:
+                    prev = self.store.pop(k)
+                    break
+            else:
+                return
+        self._deliver(self._sink.on_delete, prev)
+
+    def _deliver(self, fn: Callable[..., None], *objs: T) -> None:
+        try:
+            fn(*objs)
+        except Exception:
+            log.exception("informer_handler_failed", informer=self.name, handler=getattr(fn, "__name__", "?"))
 
     def get(self, key: str) -> T | None:
         with self._lock:
@@ -141,9 +192,20 @@ class Informer(Generic[T]):
             return list(self.store.values())
 
 
-def _name(doc: dict[str, Any]) -> str:
-    meta = doc.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+def _name(doc: Any) -> str:
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        return "?"
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _raw_identity(doc: Any) -> tuple[str, str]:
+    """(uid, or namespace/name when there is none; resourceVersion) of a raw object, for dedupe."""
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        return (repr(doc)[:200], "")
+    uid = meta.get("uid")
+    return (str(uid) if uid else _name(doc), str(meta.get("resourceVersion") or ""))
 
 
 def pod_informer(client: KubeClient, sink: Sink[Pod], **kw: Any) -> Informer[Pod]:
@@ -161,3 +223,67 @@ def pod_informer(client: KubeClient, sink: Sink[Pod], **kw: Any) -> Informer[Pod
 
 def node_informer(client: KubeClient, sink: Sink[Node], **kw: Any) -> Informer[Node]:
     return Informer(client, "/api/v1/nodes", node_from_json, lambda n: n.name, sink, name="nodes", **kw)
+
+
+#: The storage objects the volume plugins read: (kind, list path, projection).
+VOLUME_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    (volumes.PV, "/api/v1/persistentvolumes", storage.pv_from_json),
+    (volumes.PVC, "/api/v1/persistentvolumeclaims", storage.pvc_from_json),
+    (volumes.STORAGE_CLASS, "/apis/storage.k8s.io/v1/storageclasses", storage.storage_class_from_json),
+    (volumes.CSI_NODE, "/apis/storage.k8s.io/v1/csinodes", storage.csinode_from_json),
+    (volumes.CSI_DRIVER, "/apis/storage.k8s.io/v1/csidrivers", storage.csidriver_from_json),
+    (volumes.CSI_CAPACITY, "/apis/storage.k8s.io/v1/csistoragecapacities", storage.csi_storage_capacity_from_json),
+    (volumes.VOLUME_ATTACHMENT, "/apis/storage.k8s.io/v1/volumeattachments", storage.volume_attachment_from_json),
+)
+
+
+def volume_informers(
+    client: KubeClient, store: volumes.VolumeStore, kw: Callable[[str], dict[str, Any]], **common: Any
+) -> list[Informer[Any]]:
+    """One informer per storage kind, each feeding ``store`` (``kw(resource)``: metrics hooks)."""
+    out: list[Informer[Any]] = []
+    for kind, path, project in VOLUME_RESOURCES:
+        resource = path.rsplit("/", 1)[1]
+        out.append(
+            Informer(
+                client,
+                path,
+                project,
+                lambda o: f"{getattr(o, 'namespace', '')}/{o.name}",
+                store.sink(kind),
+                name=resource,
+                **common,
+                **kw(resource),
+            )
+        )
+    return out
+
+
+#: The DRA objects DynamicResources reads: (kind, list path, projection).
+DRA_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    (fdra.SLICE, f"{dra.API}/resourceslices", dra.resource_slice_from_json),
+    (fdra.CLASS, f"{dra.API}/deviceclasses", dra.device_class_from_json),
+    (fdra.CLAIM, f"{dra.API}/resourceclaims", dra.resource_claim_from_json),
+)
+
+
+def dra_informers(
+    client: KubeClient, store: fdra.DRAStore, kw: Callable[[str], dict[str, Any]], **common: Any
+) -> list[Informer[Any]]:
+    """One informer per DRA kind, each feeding ``store`` (``kw(resource)``: metrics hooks)."""
+    out: list[Informer[Any]] = []
+    for kind, path, project in DRA_RESOURCES:
+        resource = path.rsplit("/", 1)[1]
+        out.append(
+            Informer(
+                client,
+                path,
+                project,
+                lambda o: f"{getattr(o, 'namespace', '')}/{o.name}",
+                store.sink(kind),
+                name=resource,
+                **common,
+                **kw(resource),
+            )
+        )
+    return out

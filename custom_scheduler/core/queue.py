@@ -1,6 +1,6 @@
 """The scheduling queue: which pending pod the scheduling thread tries next, and when it retries.
 
-This follows kube-scheduler's ``PriorityQueue`` (pkg/scheduler/internal/queue) in meaning. Every
+This follows kube-scheduler's ``PriorityQueue`` (pkg/scheduler/backend/queue) in meaning. Every
 pending pod known to the queue is in exactly one of four places:
 
 - **activeQ**, a heap ordered by the QueueSort ``less`` (priority, then time queued): ready to try.
@@ -8,7 +8,8 @@ pending pod known to the queue is in exactly one of four places:
   (1, 2, 4, 8, 10, 10 ... seconds with the defaults). Pods move to activeQ once it expires.
 - **unschedulable**, a map: pods rejected by plugins, waiting for a cluster event that may help
   (:meth:`SchedulingQueue.move_all_to_active_or_backoff`), a change to themselves
-  (:meth:`SchedulingQueue.update`), or ``max_in_unschedulable`` seconds (5 min) to pass.
+  (:meth:`SchedulingQueue.update`), or ``max_in_unschedulable`` seconds (5 min) to pass. Pods that
+  PreEnqueue rejected wait here too, flagged ``gated`` and reported apart (``queue="gated"``).
 - **in flight**: popped by the scheduling thread and not yet ``done``. Updates and deletes that
   arrive meanwhile are recorded and applied when the pod is requeued.
 
@@ -18,6 +19,16 @@ then ``done``. The requeue calls end the in-flight state themselves, so the ``do
 runs in a ``finally`` is then a no-op; the requeue must come before ``done``, or a delete that arrived
 during the cycle is forgotten.
 
+PreEnqueue (kube-scheduler's moveToActiveQ): every way into activeQ (add, an update of an unknown
+or unschedulable pod, the end of a backoff, a move from unschedulable) first asks the ``pre_enqueue``
+callback, which runs the pod's profile's PreEnqueue plugins. A pod it rejects is *gated*: parked in
+unschedulable, never popped, so never attempted. It is not backing off (it gets no backoff when
+released), and a pod gated by SchedulingGates is skipped by every cluster-event move and by the
+leftover flush, because only the pod's own update can remove a gate (upstream skips them there
+too, kubernetes#124384); its update runs PreEnqueue again and, once it passes, sends it straight to
+activeQ. Pods gated by other PreEnqueue plugins move on events like any unschedulable pod, and the
+move runs PreEnqueue again.
+
 The move-request rule avoids losing events: a cluster event that arrives while a pod is being
 scheduled (``move_request_cycle >= the pod's cycle``) might have made it schedulable, so such a pod
 goes to backoffQ rather than waiting in unschedulable for an event that already happened.
@@ -25,10 +36,11 @@ goes to backoffQ rather than waiting in unschedulable for an event that already 
 Thread safety: one lock guards everything; a condition on it wakes ``pop``. Informer threads call
 ``add``/``update``/``delete``/``move_all_to_active_or_backoff``, the scheduling thread ``pop`` and
 the requeue calls, binder threads ``done`` and ``add_backoff``. Callbacks given to the queue
-(``less``, ``pre_check``) run under the lock: they must be cheap and must not call the queue.
+(``less``, ``pre_check``, ``pre_enqueue``) run under the lock: they must be cheap and must not call
+the queue.
 
-Not here: nominated pods (preemption keeps its own map), PreEnqueue/scheduling gates, queueing
-hints, metrics export (``pending_counts`` and ``incoming_counts`` feed the gauges and counters).
+Not here: nominated pods (preemption keeps its own map), queueing hints, metrics export
+(``pending_counts`` and ``incoming_counts`` feed the gauges and counters).
 Time comes from the injected ``clock`` (seconds); only ``pop``'s timeout and the flush loop's
 period use real monotonic time, so a fake clock never stalls them.
 """
@@ -47,6 +59,8 @@ from dataclasses import dataclass, field
 from custom_scheduler import model
 
 Clock = Callable[[], float]
+PreEnqueueCheck = Callable[[model.Pod], str | None]
+"""Runs the pod's profile's PreEnqueue plugins: None when all pass, else the rejecting plugin's name."""
 
 # Why a pod entered a sub-queue (kube-scheduler's event labels of scheduler_queue_incoming_pods_total).
 POD_ADD = "PodAdd"
@@ -60,6 +74,13 @@ NODE_UPDATE = "NodeUpdate"
 POD_DELETE = "PodDelete"
 ASSIGNED_POD_ADD = "AssignedPodAdd"
 ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+# PreEnqueue plugins changed (config reload): gated pods are checked again.
+PRE_ENQUEUE_CHANGED = "PreEnqueueChanged"
+
+#: The PreEnqueue plugin whose rejections only the pod's own update can lift, so cluster events and
+#: the leftover flush skip the pods it gated. Spelled out so this module imports no plugin; a test
+#: keeps it equal to ``plugins.scheduling_gates.NAME``.
+SCHEDULING_GATES = "SchedulingGates"
 
 BACKOFF_FLUSH_INTERVAL = 1.0
 LEFTOVER_FLUSH_INTERVAL = 30.0
@@ -71,6 +92,8 @@ class SubQueue(enum.StrEnum):
     ACTIVE = "active"
     BACKOFF = "backoff"
     UNSCHEDULABLE = "unschedulable"
+    GATED = "gated"
+    """In the unschedulable map, held back by PreEnqueue (``QueuedPodInfo.gated``); reported apart."""
 
 
 @dataclass(slots=True, eq=False)
@@ -88,10 +111,19 @@ class QueuedPodInfo:
     """Plugins that rejected the last attempt; cleared on pop, filled by the failure handler."""
     seq: int = 0
     """Insertion sequence, the heaps' last tie-breaker (FIFO among equals)."""
+    gating_plugin: str = ""
+    """The PreEnqueue plugin that rejected the pod the last time PreEnqueue ran ("" when it passed;
+    kube-scheduler's ``GatingPlugin``). It is also added to ``unschedulable_plugins``, so events
+    that plugin cares about move the pod. Only ever set while the pod waits in unschedulable."""
 
     @property
     def uid(self) -> str:
         return self.pod.uid
+
+    @property
+    def gated(self) -> bool:
+        """Held back by PreEnqueue (kube-scheduler's ``Gated``): never popped until it passes."""
+        return bool(self.gating_plugin)
 
 
 @dataclass(slots=True)
@@ -117,6 +149,11 @@ def spec_signature(pod: model.Pod) -> tuple[object, ...]:
 def may_have_become_schedulable(old: model.Pod, new: model.Pod) -> bool:
     """Whether ``new`` differs from ``old`` in more than status and resourceVersion."""
     return spec_signature(old) != spec_signature(new)
+
+
+def _waits_for_own_update(qpi: QueuedPodInfo) -> bool:
+    """Gated by SchedulingGates: no cluster event and no timeout can help, only an update of the pod."""
+    return qpi.gating_plugin == SCHEDULING_GATES
 
 
 def _rejected_by_any(qpi: QueuedPodInfo, plugins: Collection[str] | None) -> bool:
@@ -223,6 +260,8 @@ class SchedulingQueue:
         max_backoff: the cap on backoff (podMaxBackoffSeconds).
         max_in_unschedulable: how long a pod may wait in unschedulable before the leftover flush
             retries it anyway (podMaxInUnschedulablePodsDuration).
+        pre_enqueue: the PreEnqueue check run before a pod enters activeQ (see the module
+            docstring); None lets every pod in, as a profile without PreEnqueue plugins does.
     """
 
     def __init__(
@@ -233,8 +272,10 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         max_in_unschedulable: float = 300.0,
+        pre_enqueue: PreEnqueueCheck | None = None,
     ) -> None:
         self._less = less
+        self._pre_enqueue = pre_enqueue
         self._clock = clock
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
@@ -279,22 +320,25 @@ class SchedulingQueue:
 
     # -- informer side --------------------------------------------------------------------------
     def add(self, pod: model.Pod) -> None:
-        """Queue a new unassigned pod in activeQ; a pod the queue already knows is updated instead."""
+        """Queue a new unassigned pod in activeQ (gated if PreEnqueue rejects it); a pod the queue
+        already knows is updated instead."""
         with self._lock:
             if not self._update_locked(pod):
-                self._push_active(QueuedPodInfo(pod, self._clock()), POD_ADD)
+                self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_ADD)
 
     def update(self, pod: model.Pod) -> None:
         """Replace a known pod's object with its newer version.
 
         In activeQ its position is recomputed; in backoffQ it stays until its backoff ends; in
         unschedulable it moves to backoffQ or activeQ if its spec changed (status-only and
-        resourceVersion changes leave it there); in flight the version is kept for the requeue.
-        A pod the queue does not know is added to activeQ, as kube-scheduler does.
+        resourceVersion changes leave it there); a gated pod whose spec changed goes through
+        PreEnqueue again and, if it passes, straight to activeQ; in flight the version is kept for
+        the requeue. A pod the queue does not know is added to activeQ (after PreEnqueue), as
+        kube-scheduler does.
         """
         with self._lock:
             if not self._update_locked(pod):
-                self._push_active(QueuedPodInfo(pod, self._clock()), POD_UPDATE)
+                self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_UPDATE)
 
     def _update_locked(self, pod: model.Pod) -> bool:
         uid = pod.uid
@@ -311,9 +355,17 @@ class SchedulingQueue:
             return True
         if (qpi := self._unschedulable.get(uid)) is not None:
             old, qpi.pod = qpi.pod, pod
-            if may_have_become_schedulable(old, pod):
-                del self._unschedulable[uid]
-                self._move_locked(qpi, POD_UPDATE)
+            if not may_have_become_schedulable(old, pod):
+                return True
+            if qpi.gated:
+                # Only PreEnqueue held it back, so only PreEnqueue decides; still rejected, it stays
+                # where it is (same timestamp, not counted as entering again).
+                if self._passes_pre_enqueue(qpi):
+                    del self._unschedulable[uid]
+                    self._push_active(qpi, POD_UPDATE)
+                return True
+            del self._unschedulable[uid]
+            self._move_locked(qpi, POD_UPDATE)
             return True
         return False
 
@@ -343,15 +395,19 @@ class SchedulingQueue:
 
         Moves each unschedulable pod for which ``pre_check(pod)`` holds (all when None) and, when
         ``plugins`` is given, that was rejected by one of them (v1.22+ EventsToRegister; pods with
-        no recorded plugin always move) to backoffQ if still backing off, else to activeQ. Records
-        the move request that :meth:`add_unschedulable_if_not_present` checks. Returns how many
-        pods moved.
+        no recorded plugin always move) to backoffQ if still backing off, else to activeQ (through
+        PreEnqueue, which may gate it). Pods gated by SchedulingGates never move. Records the move
+        request that :meth:`add_unschedulable_if_not_present` checks. Returns how many pods were
+        taken out of unschedulable (a gated pod that PreEnqueue rejects again is put back, and
+        counts).
         """
         with self._lock:
             moving = [
                 qpi
                 for qpi in self._unschedulable.values()
-                if _rejected_by_any(qpi, plugins) and (pre_check is None or pre_check(qpi.pod))
+                if not _waits_for_own_update(qpi)
+                and _rejected_by_any(qpi, plugins)
+                and (pre_check is None or pre_check(qpi.pod))
             ]
             self._move_all_locked(moving, event)
             return len(moving)
@@ -400,8 +456,9 @@ class SchedulingQueue:
 
         It waits in unschedulable, unless a move request arrived during or after that cycle, it
         was updated in a way that matters while in flight, or no rejecting plugin is recorded; then
-        it goes to backoffQ (activeQ if its backoff is already over). Returns where it went, or
-        None if it was deleted while in flight or is already queued.
+        it goes to backoffQ (activeQ if its backoff is already over, or GATED if PreEnqueue then
+        rejects it). Returns where it went, or None if it was deleted while in flight or is
+        already queued.
         """
         with self._lock:
             return self._requeue_locked(qpi, pod_scheduling_cycle)
@@ -424,29 +481,35 @@ class SchedulingQueue:
             return None
         qpi.timestamp = self._clock()
         if cycle is not None and qpi.unschedulable_plugins and self._move_request_cycle < cycle and not changed:
-            self._unschedulable[uid] = qpi
-            self._incoming[SubQueue.UNSCHEDULABLE.value, SCHEDULE_ATTEMPT_FAILURE] += 1
+            qpi.gating_plugin = ""
+            self._park(qpi, SCHEDULE_ATTEMPT_FAILURE)
             return SubQueue.UNSCHEDULABLE
         return self._move_locked(qpi, SCHEDULE_ATTEMPT_FAILURE)
 
     # -- flushes --------------------------------------------------------------------------------
     def flush_backoff_completed(self) -> int:
-        """Move pods whose backoff has ended to activeQ; returns how many moved."""
+        """Move pods whose backoff has ended to activeQ (through PreEnqueue); returns how many
+        reached activeQ."""
         with self._lock:
             return self._flush_backoff_locked()
 
     def _flush_backoff_locked(self) -> int:
         now, moved = self._clock(), 0
         while (head := self._backoff.peek()) is not None and self.backoff_expiry(head) <= now:
-            self._push_active(self._backoff.pop(), BACKOFF_COMPLETE)
-            moved += 1
+            if self._to_active_locked(self._backoff.pop(), BACKOFF_COMPLETE) is SubQueue.ACTIVE:
+                moved += 1
         return moved
 
     def flush_unschedulable_leftover(self) -> int:
-        """Retry pods that have waited in unschedulable longer than ``max_in_unschedulable``."""
+        """Retry pods that have waited in unschedulable longer than ``max_in_unschedulable``
+        (never pods gated by SchedulingGates: time does not remove a gate)."""
         with self._lock:
             now = self._clock()
-            moving = [qpi for qpi in self._unschedulable.values() if now - qpi.timestamp > self._max_in_unschedulable]
+            moving = [
+                qpi
+                for qpi in self._unschedulable.values()
+                if now - qpi.timestamp > self._max_in_unschedulable and not _waits_for_own_update(qpi)
+            ]
             if moving:
                 self._move_all_locked(moving, UNSCHEDULABLE_TIMEOUT)
             return len(moving)
@@ -482,21 +545,63 @@ class SchedulingQueue:
         self._move_request_cycle = self._scheduling_cycle
 
     def _move_locked(self, qpi: QueuedPodInfo, event: str) -> SubQueue:
-        if self.backoff_expiry(qpi) > self._clock():
+        # A gated pod is never backing off (kube-scheduler's isPodBackingoff): it was held back
+        # before an attempt, not after a failed one.
+        if not qpi.gated and self.backoff_expiry(qpi) > self._clock():
             qpi.seq = next(self._seq)
             self._backoff.push(qpi)
             self._incoming[SubQueue.BACKOFF.value, event] += 1
             # A waiting pop sleeps until the old backoff head; wake it to recompute.
             self._cond.notify_all()
             return SubQueue.BACKOFF
-        self._push_active(qpi, event)
-        return SubQueue.ACTIVE
+        return self._to_active_locked(qpi, event)
+
+    def _to_active_locked(self, qpi: QueuedPodInfo, event: str) -> SubQueue:
+        """kube-scheduler's moveToActiveQ for a pod in no sub-queue: activeQ if PreEnqueue lets it
+        in, else unschedulable as gated."""
+        if self._passes_pre_enqueue(qpi):
+            self._push_active(qpi, event)
+            return SubQueue.ACTIVE
+        self._park(qpi, event)
+        return SubQueue.GATED
+
+    def _passes_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
+        """Run PreEnqueue on ``qpi.pod`` and record the verdict on ``qpi`` (``gating_plugin`` and,
+        on a rejection, the plugin in ``unschedulable_plugins`` too, as upstream does)."""
+        gate = self._pre_enqueue(qpi.pod) if self._pre_enqueue is not None else None
+        qpi.gating_plugin = gate or ""
+        if gate:
+            qpi.unschedulable_plugins.add(gate)
+        return not gate
+
+    def _park(self, qpi: QueuedPodInfo, event: str) -> None:
+        self._unschedulable[qpi.uid] = qpi
+        self._incoming[SubQueue.UNSCHEDULABLE.value, event] += 1
 
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         qpi.seq = next(self._seq)
         self._active.push(qpi)
         self._incoming[SubQueue.ACTIVE.value, event] += 1
         self._cond.notify_all()
+
+    def recheck_pre_enqueue(self) -> tuple[int, int]:
+        """Run PreEnqueue again on gated pods and on activeQ, after the PreEnqueue plugins changed
+        (a config reload). Gated pods that now pass go to activeQ; pods in activeQ that are now
+        rejected wait as gated. Backing-off and unschedulable pods meet PreEnqueue on their way
+        to activeQ anyway. Returns (released, gated)."""
+        with self._lock:
+            released = gated = 0
+            for qpi in [q for q in self._unschedulable.values() if q.gated]:
+                if self._passes_pre_enqueue(qpi):
+                    del self._unschedulable[qpi.uid]
+                    self._push_active(qpi, PRE_ENQUEUE_CHANGED)
+                    released += 1
+            for qpi in self._active:
+                if not self._passes_pre_enqueue(qpi):
+                    self._active.remove(qpi.uid)
+                    self._park(qpi, PRE_ENQUEUE_CHANGED)
+                    gated += 1
+            return released, gated
 
     # -- lifecycle and introspection ------------------------------------------------------------
     def close(self) -> None:
@@ -527,13 +632,15 @@ class SchedulingQueue:
             return uid in self._active or uid in self._backoff or uid in self._unschedulable
 
     def where(self, uid: str) -> SubQueue | None:
-        """Which sub-queue holds the pod, if any."""
+        """Which sub-queue holds the pod, if any (GATED for a gated pod in unschedulable)."""
         with self._lock:
             if uid in self._active:
                 return SubQueue.ACTIVE
             if uid in self._backoff:
                 return SubQueue.BACKOFF
-            return SubQueue.UNSCHEDULABLE if uid in self._unschedulable else None
+            if (qpi := self._unschedulable.get(uid)) is not None:
+                return SubQueue.GATED if qpi.gated else SubQueue.UNSCHEDULABLE
+            return None
 
     def get(self, uid: str) -> QueuedPodInfo | None:
         """The queued entry for ``uid`` (live, not a copy: for tests and debugging)."""
@@ -541,12 +648,18 @@ class SchedulingQueue:
             return self._active.get(uid) or self._backoff.get(uid) or self._unschedulable.get(uid)
 
     def pending_counts(self) -> dict[str, int]:
-        """Sizes of the sub-queues, for the ``pending_pods{queue}`` gauge."""
+        """Sizes of the sub-queues, for the ``pending_pods{queue}`` gauge: ``unschedulable``
+        excludes the gated pods, which are counted as ``gated``, as kube-scheduler reports them.
+
+        Counted at each call (one pass over unschedulable per scrape) rather than kept in a
+        counter that every transition in and out of the map would have to maintain."""
         with self._lock:
+            gated = sum(1 for qpi in self._unschedulable.values() if qpi.gated)
             return {
                 SubQueue.ACTIVE.value: len(self._active),
                 SubQueue.BACKOFF.value: len(self._backoff),
-                SubQueue.UNSCHEDULABLE.value: len(self._unschedulable),
+                SubQueue.UNSCHEDULABLE.value: len(self._unschedulable) - gated,
+                SubQueue.GATED.value: gated,
             }
 
     def pending_pods(self) -> list[tuple[SubQueue, model.Pod]]:
@@ -554,7 +667,9 @@ class SchedulingQueue:
         with self._lock:
             out = [(SubQueue.ACTIVE, q.pod) for q in self._active]
             out += [(SubQueue.BACKOFF, q.pod) for q in self._backoff]
-            out += [(SubQueue.UNSCHEDULABLE, q.pod) for q in self._unschedulable.values()]
+            out += [
+                (SubQueue.GATED if q.gated else SubQueue.UNSCHEDULABLE, q.pod) for q in self._unschedulable.values()
+            ]
             return out
 
     def in_flight_count(self) -> int:

@@ -6,8 +6,16 @@ Threads and who owns what:
 - one scheduling thread runs :meth:`Scheduler.schedule_one` in a loop: it alone reads snapshots
   and runs Filter/Score, so plugins need no locking;
 - a bounded pool runs binding cycles (PreBind, Bind, PostBind) concurrently with later
-  scheduling cycles, exactly as kube-scheduler's per-pod binding goroutines;
+  scheduling cycles, exactly as kube-scheduler's per-pod binding goroutines; a PreBind that must
+  wait for the cluster (VolumeBinding: the PV controller) leaves a Future, and the rest of that
+  binding cycle runs as its callback, so waiting pods hold no pool thread;
 - the API writer thread (events, pod conditions) and the queue's flush loop.
+
+Fencing: the scheduler holds the daemon's :class:`~custom_scheduler.fence.Fence`. Once the elector
+revokes it the loop pops no more pods, binding cycles still queued in the pool end without an API
+call when they start, and one in flight stops before its next write (PreBind; the binder asks the
+fence right before each POST). The pod is forgotten and left alone: the process exits and the new
+leader schedules it.
 
 Every popped pod reaches ``queue.done`` on every path. A pod is assumed in the cache before its
 binding starts, so the next cycle already sees the node as used; a failed bind forgets it.
@@ -29,8 +37,9 @@ from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
 from custom_scheduler.core.nominator import Nominator
+from custom_scheduler.fence import Fence
 from custom_scheduler.framework.runtime import Framework, FrameworkError
-from custom_scheduler.framework.types import CycleState, FitError, Snapshot
+from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
 from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import default_binder
 
@@ -71,6 +80,7 @@ class Scheduler:
         dry_run: bool = False,
         observer: Observer | None = None,
         on_decision: Callable[[Decision], None] | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.profiles = dict(profiles)
         self.cache = cache
@@ -82,6 +92,7 @@ class Scheduler:
         self.dry_run = dry_run
         self.observer = observer or Observer()
         self.on_decision = on_decision
+        self.fence = fence if fence is not None else Fence()
         self._binders = ThreadPoolExecutor(max_workers=bind_workers, thread_name_prefix="bind")
         self._inflight = threading.Semaphore(bind_workers * 8)
         self._stop = threading.Event()
@@ -91,6 +102,26 @@ class Scheduler:
     # -- informer sinks ---------------------------------------------------------------------------
     def responsible_for(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles
+
+    def pre_enqueue(self, pod: Pod) -> str | None:
+        """The queue's PreEnqueue check: the pod's profile's PreEnqueue plugins. Returns the name
+        of the plugin that rejected the pod (the queue then keeps it gated), or None.
+
+        Runs under the queue's lock, on informer and flush threads, and reads ``profiles`` at
+        each call, so a config reload's new plugins apply to the next check. Pods of no profile
+        pass: the scheduling cycle skips them anyway.
+        """
+        fwk = self.profiles.get(pod.scheduler_name)
+        if fwk is None or not fwk.pre_enqueue:
+            return None
+        st = fwk.run_pre_enqueue(pod)
+        if st.is_success:
+            return None
+        if st.code is Code.ERROR:
+            log.error("pre_enqueue_failed", pod=pod.key, plugin=st.plugin, error=st.message)
+        else:
+            log.debug("pod_gated", pod=pod.key, plugin=st.plugin, reason=st.message)
+        return st.plugin
 
     def on_pod_add(self, pod: Pod) -> None:
         if pod.node_name:
@@ -152,7 +183,7 @@ class Scheduler:
     def run(self, stop: threading.Event) -> None:
         """Schedule until ``stop`` is set."""
         self._stop = stop
-        while not stop.is_set():
+        while not stop.is_set() and self.fence.held:
             qpi = self.queue.pop(timeout=0.5)
             if qpi is None:
                 continue
@@ -236,8 +267,10 @@ class Scheduler:
     def _binding_cycle(
         self, fwk: Framework, state: CycleState, qpi: q.QueuedPodInfo, pod: Pod, node: str, cycle: int, t0: float
     ) -> None:
-        retries = 0
         try:
+            if not self.fence.held:  # queued before the loss: cancelled, nothing is written
+                self._fenced(fwk, state, qpi, pod, node)
+                return
             # Only resources this pod asks for: a node already over-committed on something else (by
             # pods bound without a scheduler) must not block pods that need none of it.
             over = [r for r in self.cache.overcommitted(node) if r == "pods" or pod.requests.get(r) > 0]
@@ -250,44 +283,121 @@ class Scheduler:
                 return
             st = fwk.run_pre_bind(state, pod, node)
             if st.is_success:
-                binder = fwk.plugin(default_binder.NAME)
-                before = getattr(binder, "retries", 0)
-                st = fwk.run_bind(state, pod, node)
-                retries = getattr(binder, "retries", 0) - before
-            if st.is_success:
-                self.cache.finish_binding(pod.uid)
-                self.observer.bound(fwk.profile_name, time.monotonic() - t0, max(0, retries))
-                if self.writer is not None:
-                    self.writer.event(
-                        pod,
-                        type_="Normal",
-                        reason="Scheduled",
-                        action="Binding",
-                        note=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
-                        controller=fwk.profile_name,
+                pending = fwk.run_pre_bind_pending(state, pod, node)
+                if pending is not None:
+                    # PreBind waits for the cluster (VolumeBinding: the PV controller binding the
+                    # claims), possibly for minutes. The rest of the cycle becomes a callback of
+                    # that wait, so this pool thread goes back to other pods' binds meanwhile.
+                    ctx = contextvars.copy_context()
+                    pending.add_done_callback(
+                        lambda f: self._resume_binding(ctx, fwk, state, qpi, pod, node, cycle, t0, f.result())
                     )
-                fwk.run_post_bind(state, pod, node)
-                log.info("pod_bound", pod=pod.key, node=node, seconds=round(time.monotonic() - t0, 4))
-                self.queue.done(pod.uid)
-                return
-            fwk.run_unreserve(state, pod, node)
-            self.cache.forget(pod.uid)
-            # Another pod's resources were freed, as if an assigned pod was deleted.
-            self.queue.move_all_to_active_or_backoff("AssignedPodDelete")
-            if {default_binder.REASON_POD_GONE, default_binder.REASON_ASSIGNED_ELSEWHERE} & set(st.reasons):
-                log.info("bind_abandoned", pod=pod.key, node=node, reason=st.message)
-                self.queue.delete(pod)
-                self.queue.done(pod.uid)
-                return
-            log.warning("bind_failed", pod=pod.key, node=node, reason=st.message)
-            self._fail(fwk, qpi, cycle, "SchedulerError", f"running Bind plugin {st.plugin!r}: {st.message}")
+                    return
+            self._finish_binding(fwk, state, qpi, pod, node, cycle, t0, st)
         except Exception:
-            log.exception("binding_cycle_crashed", pod=pod.key)
-            self.cache.forget(pod.uid)
-            self.queue.add_backoff(qpi)
-            self.queue.done(pod.uid)
+            self._binding_crashed(fwk, state, qpi, pod, node)
         finally:
+            # A handed-off cycle gives its slot back too: the slots bound how many binds wait for
+            # the pool, and a PreBind wait of up to bindTimeoutSeconds must not stall the
+            # scheduling thread once enough volume pods wait at the same time.
             self._inflight.release()
+
+    def _resume_binding(
+        self,
+        ctx: contextvars.Context,
+        fwk: Framework,
+        state: CycleState,
+        qpi: q.QueuedPodInfo,
+        pod: Pod,
+        node: str,
+        cycle: int,
+        t0: float,
+        st: Status,
+    ) -> None:
+        """The binding cycle after a PreBind wait resolved (called by whoever resolved it): Bind
+        and the rest run on the pool again, or inline once the pool has shut down."""
+
+        def run() -> None:
+            try:
+                self._finish_binding(fwk, state, qpi, pod, node, cycle, t0, st)
+            except Exception:
+                self._binding_crashed(fwk, state, qpi, pod, node)
+
+        try:
+            self._binders.submit(ctx.run, run)
+        except RuntimeError:
+            ctx.run(run)
+
+    def _binding_crashed(self, fwk: Framework, state: CycleState, qpi: q.QueuedPodInfo, pod: Pod, node: str) -> None:
+        """A binding cycle raised: undo what Reserve assumed (volumes, devices) as a failed bind
+        would, so nothing stays assumed, then retry the pod after a backoff."""
+        log.exception("binding_cycle_crashed", pod=pod.key)
+        try:
+            fwk.run_unreserve(state, pod, node)
+        except Exception:
+            log.exception("unreserve_crashed", pod=pod.key)
+        self.cache.forget(pod.uid)
+        self.queue.add_backoff(qpi)
+        self.queue.done(pod.uid)
+
+    def _finish_binding(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: q.QueuedPodInfo,
+        pod: Pod,
+        node: str,
+        cycle: int,
+        t0: float,
+        st: Status,
+    ) -> None:
+        """Bind and PostBind after PreBind answered ``st``, or undo the reservation on failure."""
+        retries = 0
+        stage = "PreBind"
+        if st.is_success:
+            stage = "Bind"
+            binder = fwk.plugin(default_binder.NAME)
+            before = getattr(binder, "retries", 0)
+            st = fwk.run_bind(state, pod, node)
+            retries = getattr(binder, "retries", 0) - before
+        if st.is_success:
+            self.cache.finish_binding(pod.uid)
+            self.observer.bound(fwk.profile_name, time.monotonic() - t0, max(0, retries))
+            if self.writer is not None:
+                self.writer.event(
+                    pod,
+                    type_="Normal",
+                    reason="Scheduled",
+                    action="Binding",
+                    note=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+                    controller=fwk.profile_name,
+                )
+            fwk.run_post_bind(state, pod, node)
+            log.info("pod_bound", pod=pod.key, node=node, seconds=round(time.monotonic() - t0, 4))
+            self.queue.done(pod.uid)
+            return
+        if default_binder.REASON_FENCED in st.reasons or not self.fence.held:
+            self._fenced(fwk, state, qpi, pod, node)
+            return
+        fwk.run_unreserve(state, pod, node)
+        self.cache.forget(pod.uid)
+        # Another pod's resources were freed, as if an assigned pod was deleted.
+        self.queue.move_all_to_active_or_backoff("AssignedPodDelete")
+        if {default_binder.REASON_POD_GONE, default_binder.REASON_ASSIGNED_ELSEWHERE} & set(st.reasons):
+            log.info("bind_abandoned", pod=pod.key, node=node, reason=st.message)
+            self.queue.delete(pod)
+            self.queue.done(pod.uid)
+            return
+        log.warning("bind_failed", pod=pod.key, node=node, stage=stage, reason=st.message)
+        self._fail(fwk, qpi, cycle, "SchedulerError", f"running {stage} plugin {st.plugin!r}: {st.message}")
+
+    def _fenced(self, fwk: Framework, state: CycleState, qpi: q.QueuedPodInfo, pod: Pod, node: str) -> None:
+        """Leadership is gone: undo the reservation in memory only. No event, no condition, no
+        requeue: this process is about to exit, and the pod belongs to the next leader."""
+        fwk.run_unreserve(state, pod, node)
+        self.cache.forget(pod.uid)
+        self.queue.done(pod.uid)
+        log.info("bind_fenced", pod=pod.key, node=node)
 
     # -- failures ---------------------------------------------------------------------------------
     def _fail(
@@ -311,14 +421,31 @@ class Scheduler:
         self.queue.done(pod.uid)
         if self.writer is not None and not self.dry_run:
             self.writer.event(
-                pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message,
+                pod,
+                type_="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                note=message,
                 controller=fwk.profile_name,
             )
             self.writer.pod_condition(pod, status="False", reason=reason, message=message, nominated=nominated)
 
-    def shutdown(self, timeout: float = 30.0) -> None:
-        """Stop taking pods (the caller sets the stop event) and finish in-flight binds."""
-        self._binders.shutdown(wait=True, cancel_futures=False)
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop taking pods (the caller sets the stop event) and let in-flight binds finish, waiting
+        at most ``timeout`` seconds for them. True when they all finished in time; binds still
+        running after it go on in their pool threads (nothing is cancelled half-way)."""
+        self._binders.shutdown(wait=False, cancel_futures=False)
+        drained = threading.Event()
+
+        def drain() -> None:
+            self._binders.shutdown(wait=True)
+            drained.set()
+
+        threading.Thread(target=drain, name="bind-drain", daemon=True).start()
+        if not drained.wait(max(0.0, timeout)):
+            log.warning("binds_still_running_at_shutdown", timeout=timeout)
+            return False
+        return True
 
 
 def _may_need_other_pods(p: Pod) -> bool:

@@ -1,4 +1,4 @@
-"""Cluster chores for a control plane without kubelets or controllers: tests, demo, benchmarks.
+"""Cluster chores for a control plane without kubelets: tests, demo, benchmarks.
 
 - :func:`create_ready_node`: the API server's ``TaintNodesByCondition`` admission gives every new
   Node the ``node.kubernetes.io/not-ready:NoSchedule`` taint; kubelet and the node controller would
@@ -30,18 +30,34 @@ def create_namespace(kube: KubeClient, name: str, labels: dict[str, str] | None 
         kube.post("/api/v1/namespaces", body)
 
 
-def delete_namespace(kube: KubeClient, name: str) -> None:
-    """Delete a namespace *and its pods now*: no namespace controller runs on the test control
-    plane, so without this its pods (pending ones included) would outlive it and be seen by every
-    later scheduler in the session."""
-    try:
-        kube.delete(pod_path(name), {"gracePeriodSeconds": 0})  # deletecollection
-    except errors.NotFound:
-        pass
+def delete_namespace(kube: KubeClient, name: str, *, finish_pods: bool = True, wait: float = 0.0) -> None:
+    """Delete a namespace; the namespace controller deletes what is in it.
+
+    ``finish_pods`` then deletes its pods at once with grace 0: for bound pods that is the kubelet's
+    part (they stay Terminating otherwise), for unbound ones it is only sooner than the controller
+    (about 5 s), so the next test's scheduler never sees them. The namespace is already Terminating,
+    so no controller can create new pods in it meanwhile. With ``wait``, play the kubelet for bound
+    pods until the namespace is gone (the namespace controller's own pace).
+    """
     try:
         kube.delete(f"/api/v1/namespaces/{name}")
     except errors.NotFound:
-        pass
+        return
+    if finish_pods:
+        with contextlib.suppress(errors.NotFound):
+            kube.delete(pod_path(name), {"gracePeriodSeconds": 0})  # deletecollection
+    if wait <= 0:
+        return
+
+    def gone() -> bool:
+        finish_terminating_pods(kube, name)
+        try:
+            kube.get(f"/api/v1/namespaces/{name}")
+        except errors.NotFound:
+            return True
+        return False
+
+    wait_for(gone, timeout=wait, interval=0.2, what=f"namespace {name} to be deleted")
 
 
 def create_priority_class(kube: KubeClient, obj: dict[str, Any], timeout: float = 15.0) -> None:

@@ -1,18 +1,23 @@
-"""A real etcd + kube-apiserver on loopback, for tests, the demo and the benchmarks.
+"""A real etcd, kube-apiserver and kube-controller-manager on loopback, for tests, the demo and the
+benchmarks.
 
 Why it lives in the package: the README's demo and `bench/` need the same local control plane as the
 test suite, and none of them may fall back to a mock. The binaries come from `hack/testenv.sh`
-(``$KUBEBUILDER_ASSETS``, the cache, or a Debian build); this module only runs them.
+(``$KUBEBUILDER_ASSETS``, the cache, or a build from Go modules); this module only runs them.
 
 What it sets up, and why:
-- etcd and kube-apiserver on free loopback ports, state under one temporary directory that
-  :meth:`ControlPlane.stop` removes; both are stopped by PID, never by name.
+- etcd, kube-apiserver and kube-controller-manager on free loopback ports, state under one temporary
+  directory that :meth:`ControlPlane.stop` removes; all are stopped by PID, never by name.
 - Only the secure port, ``--authorization-mode=RBAC`` and a static token file. The admin token maps to
   a user in ``system:masters``; :data:`EXTRA_IDENTITIES` adds identities that tests can use to prove
   RBAC (the scheduler's ServiceAccount user among them).
-- Service-account signing keys generated at start-up (kube-apiserver 1.20 requires an issuer).
-- No kube-controller-manager runs, so no namespace ever gets a ``default`` ServiceAccount: the
-  ``ServiceAccount`` admission plugin is disabled, or creating any pod would fail.
+- The APIs current clusters send a scheduler: ``resource.k8s.io/v1`` (DRA, on by default since 1.34)
+  and, from 1.37, the PodGroup API ``scheduling.k8s.io/v1beta1`` behind the ``GenericWorkload`` gate.
+- The controllers whose objects reach a scheduler (:data:`CONTROLLERS`): workloads create the pods,
+  the namespace and garbage collectors clean up, the PV binder and the resourceclaim controller
+  complete what VolumeBinding and DRA start. Not node-lifecycle: no kubelet heartbeats our Nodes,
+  so it would taint them all unreachable. Not the ServiceAccount controller: the ``ServiceAccount``
+  admission plugin is disabled instead, so a pod can be created the instant its namespace exists.
 """
 
 from __future__ import annotations
@@ -33,6 +38,22 @@ from pathlib import Path
 import orjson
 
 ADMIN_TOKEN_USER = "admin"
+
+#: kube-controller-manager's controllers that run (everything a scheduler's pods come from or wait on).
+CONTROLLERS: tuple[str, ...] = (
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "disruption-controller",
+    "persistentvolume-binder-controller",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
+    "ephemeral-volume-controller",
+    "resourceclaim-controller",
+)
 
 #: Identities (token user → groups) that tests may use, besides the admin.
 EXTRA_IDENTITIES: dict[str, tuple[str, ...]] = {
@@ -59,7 +80,10 @@ def free_port() -> int:
         return port
 
 
-def find_binaries(need: str = "etcd kube-apiserver") -> Path:
+DEFAULT_NEED = "etcd kube-apiserver kube-controller-manager"
+
+
+def find_binaries(need: str = DEFAULT_NEED) -> Path:
     """Locate (or provision) the control-plane binaries through ``hack/testenv.sh``."""
     script = REPO_ROOT / "hack" / "testenv.sh"
     if not script.exists():
@@ -77,12 +101,15 @@ def find_binaries(need: str = "etcd kube-apiserver") -> Path:
 
 @dataclass
 class ControlPlane:
-    """One etcd and one kube-apiserver, started by :meth:`start` and stopped by :meth:`stop`."""
+    """etcd, kube-apiserver and (unless ``controllers`` is empty) kube-controller-manager, started by
+    :meth:`start` and stopped by :meth:`stop`."""
 
     bin_dir: Path
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cs-controlplane-")))
+    controllers: tuple[str, ...] = CONTROLLERS
     etcd_port: int = 0
     port: int = 0
+    kcm_port: int = 0
     tokens: dict[str, str] = field(default_factory=dict)
     version: str = ""
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -120,9 +147,8 @@ class ControlPlane:
 
     @property
     def minor_version(self) -> int:
-        """The server's minor version (20 for 1.20), so tests can skip where a field is unknown."""
-        digits = "".join(ch for ch in self.version.split(".")[1] if ch.isdigit()) if self.version else "0"
-        return int(digits or 0)
+        """The server's minor version (37 for 1.37), so tests can skip where a field is unknown."""
+        return _minor(self.version)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> ControlPlane:
@@ -135,7 +161,8 @@ class ControlPlane:
 
     def _start(self, timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        self.version = self._binary_version()
+        self.etcd_port, peer_port, self.port, self.kcm_port = free_port(), free_port(), free_port(), free_port()
         self._write_tokens()
         self._generate_sa_keys()
         etcd_url = f"http://127.0.0.1:{self.etcd_port}"
@@ -157,17 +184,46 @@ class ControlPlane:
         self._spawn("kube-apiserver", self._apiserver_args(etcd_url))
         self._wait_for(lambda: self._http_ok(f"{self.host}/readyz"), timeout, "kube-apiserver /readyz")
         info = orjson.loads(self._get(f"{self.host}/version"))
-        self.version = str(info.get("gitVersion", "")).lstrip("v")
+        self.version = str(info.get("gitVersion", "")).lstrip("v") or self.version
+        if self.controllers:
+            self._spawn("kube-controller-manager", self._controller_manager_args())
+            self._wait_for(self._controller_manager_ok, timeout, "kube-controller-manager /healthz")
+
+    def _binary_version(self) -> str:
+        """``kube-apiserver --version`` ("Kubernetes v1.37.2"): the flags below depend on it."""
+        proc = subprocess.run(
+            [str(self.bin_dir / "kube-apiserver"), "--version"], capture_output=True, text=True, check=False
+        )
+        words = proc.stdout.split()
+        if proc.returncode != 0 or not words:
+            raise ControlPlaneError(f"{self.bin_dir / 'kube-apiserver'} --version failed: {proc.stderr[-2000:]}")
+        return words[-1].lstrip("v")
+
+    def _feature_gates(self) -> str:
+        """Gates the coming work needs, only where the release has them (an unknown gate is fatal)."""
+        gates = []
+        if self.minor_version >= 35:
+            gates.append("GenericWorkload=true")
+        return ",".join(gates)
 
     def _apiserver_args(self, etcd_url: str) -> list[str]:
         w = self.workdir
+        extra = []
+        if gates := self._feature_gates():
+            extra.append(f"--feature-gates={gates}")
+        if self.minor_version >= 37:
+            extra.append("--runtime-config=scheduling.k8s.io/v1beta1=true")
+        elif self.minor_version >= 35:
+            extra.append("--runtime-config=scheduling.k8s.io/v1alpha1=true")
         return [
             str(self.bin_dir / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # 1.31+ refuses a loopback advertise address for the kubernetes Service endpoints;
+            # nothing here reaches the API server through that Service.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={self.port}",
-            "--insecure-port=0",
             f"--cert-dir={w / 'certs'}",
             f"--token-auth-file={w / 'tokens.csv'}",
             "--authorization-mode=RBAC",
@@ -178,12 +234,55 @@ class ControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--event-ttl=1h",
+            # Loopback tests and benchmarks create thousands of objects a second from one client.
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            *extra,
             "--v=0",
         ]
 
+    def _controller_manager_args(self) -> list[str]:
+        w = self.workdir
+        extra = [f"--feature-gates={gates}"] if (gates := self._feature_gates()) else []
+        return [
+            str(self.bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={self.kubeconfig()}",
+            f"--authentication-kubeconfig={self.kubeconfig()}",
+            f"--authorization-kubeconfig={self.kubeconfig()}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.kcm_port}",
+            f"--cert-dir={w / 'kcm-certs'}",
+            f"--controllers={','.join(self.controllers)}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            f"--service-account-private-key-file={w / 'sa.key'}",
+            # Controllers react at once; the defaults (20 QPS) would make a 1000-pod Deployment
+            # take a minute to appear, and the benchmarks measure the scheduler, not the client.
+            "--kube-api-qps=1000",
+            "--kube-api-burst=2000",
+            "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10",
+            "--concurrent-statefulset-syncs=10",
+            "--concurrent-job-syncs=10",
+            "--concurrent-gc-syncs=20",
+            *extra,
+            "--v=0",
+        ]
+
+    def _controller_manager_ok(self) -> bool:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed at start-up
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.kcm_port}/healthz", timeout=5, context=ctx) as r:
+                return bool(r.status == 200)
+        except (OSError, urllib.error.URLError, ssl.SSLError):
+            return False
+
     def stop(self) -> None:
-        """Stop the API server, then etcd (by PID), then remove the working directory."""
-        for name in ("kube-apiserver", "etcd"):
+        """Stop the controller-manager, the API server, then etcd (by PID), then remove the working
+        directory."""
+        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
             proc = self._procs.pop(name, None)
             if proc is None or proc.poll() is not None:
                 continue
@@ -281,3 +380,12 @@ class ControlPlane:
             time.sleep(0.1)
         tails = "\n".join(f"--- {n}\n{self.log_tail(n)}" for n in self._procs)
         raise ControlPlaneError(f"timed out after {timeout:.0f}s waiting for {what}\n{tails}")
+
+
+def _minor(version: str) -> int:
+    """1.37.2 → 37; anything unparsable → 0."""
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 2:
+        return 0
+    digits = "".join(ch for ch in parts[1] if ch.isdigit())
+    return int(digits or 0)

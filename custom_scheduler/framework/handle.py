@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from custom_scheduler.fence import Fence
+from custom_scheduler.framework.dra import DRAStore
 from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Snapshot, Status
+from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.labels import Selector
+from custom_scheduler.loadmetrics import MetricsSource, Sources
 from custom_scheduler.model import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
@@ -28,16 +32,24 @@ class SnapshotHandle:
         client: Any = None,
         namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
         default_spread_selector: Callable[[Pod], Selector | None] | None = None,
+        volumes: VolumeStore | None = None,
+        dra: DRAStore | None = None,
+        metrics_sources: Sources | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._profile = profile_name
         self._client = client
         self._ns = namespace_labels or (lambda ns: None)
         self._spread = default_spread_selector or (lambda pod: None)
+        self._volumes = volumes if volumes is not None else VolumeStore()
+        self._dra = dra if dra is not None else DRAStore()
+        self._metrics = metrics_sources if metrics_sources is not None else Sources()
         self.framework: Framework | None = None
         self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = list
         self.nominated_lister: Callable[[str], Sequence[Pod]] = lambda node: ()
         self.event_sink: Callable[..., None] | None = None
+        # Never revoked unless the composition root hands in the elector's (App does).
+        self.fence: Fence = Fence()
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self.snapshot.node_list
@@ -61,6 +73,17 @@ class SnapshotHandle:
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:
         return self._spread(pod)
+
+    def metrics_source(self, name: str) -> MetricsSource | None:
+        return self._metrics.get(name)
+
+    @property
+    def volumes(self) -> VolumeStore:
+        return self._volumes
+
+    @property
+    def dra(self) -> DRAStore:
+        return self._dra
 
     def pdbs(self) -> Sequence[PodDisruptionBudget]:
         return self.pdb_lister()

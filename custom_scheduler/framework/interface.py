@@ -12,6 +12,7 @@ Method shapes (kube-scheduler's in Python):
 =================  =====================================================  ==================
 protocol           method                                                 returns
 =================  =====================================================  ==================
+PreEnqueuePlugin   ``pre_enqueue(pod)``                                   Status
 QueueSortPlugin    ``less(a, b)``                                         bool
 PreFilterPlugin    ``pre_filter(state, pod, nodes)``                      Status (SKIP ok)
 FilterPlugin       ``filter(state, pod, node_info)``                      Status
@@ -22,9 +23,15 @@ ScoreExtensions    ``normalize_score(state, pod, scores)`` (in place)     Status
 ReservePlugin      ``reserve`` / ``unreserve(state, pod, node_name)``     Status / None
 PermitPlugin       ``permit(state, pod, node_name)``                      Status
 PreBindPlugin      ``pre_bind(state, pod, node_name)``                    Status
+PreBindWaiter      ``pre_bind_pending(state, pod, node_name)``            Future[Status] | None
 BindPlugin         ``bind(state, pod, node_name)``                        Status (SKIP ok)
 PostBindPlugin     ``post_bind(state, pod, node_name)``                   None
 =================  =====================================================  ==================
+
+``PreEnqueuePlugin.pre_enqueue`` runs in the scheduling queue, under its lock, whenever a pod would
+enter activeQ (added, updated while gated, back from backoff or unschedulable). A non-success keeps
+the pod out of activeQ as *gated*: it is never attempted, so it gets no event and no condition. It
+must be cheap, pure and must not call the queue (kube-scheduler's SchedulingGates reads one field).
 
 ``PreFilterPlugin.pre_filter`` may narrow the candidate nodes with ``state.restrict_nodes(...)``
 (kube-scheduler's PreFilterResult). ``PreFilterExtensions`` lets preemption and nominated-pod
@@ -34,17 +41,29 @@ evaluation update a plugin's precomputed state when pods are added to or removed
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from custom_scheduler.fence import Fence
+from custom_scheduler.framework.dra import DRAStore
 from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Snapshot, Status
+from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.labels import Selector
+from custom_scheduler.loadmetrics import MetricsSource
 from custom_scheduler.model import Pod, PodDisruptionBudget
 
 
 @runtime_checkable
 class Plugin(Protocol):
     name: ClassVar[str]
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: Pod) -> Status:
+        """Whether ``pod`` may enter activeQ at all (Success), or must wait as gated."""
+        ...
 
 
 @runtime_checkable
@@ -116,6 +135,14 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreBindWaiter(Plugin, Protocol):
+    def pre_bind_pending(self, state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
+        """After ``pre_bind`` succeeded: what the binding cycle must still wait for before Bind
+        (a Future resolved by an event, never by a parked thread), or None."""
+        ...
+
+
+@runtime_checkable
 class BindPlugin(Plugin, Protocol):
     def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
 
@@ -179,6 +206,29 @@ class Handle(Protocol):
         """The union of the selectors of Services, ReplicaSets, StatefulSets and
         ReplicationControllers that select ``pod`` (PodTopologySpread's system default
         constraints); None when nothing selects it or the information is not available."""
+        ...
+
+    def metrics_source(self, name: str) -> MetricsSource | None:
+        """The node-usage source installed under ``name`` (NodeLoad's ``metricsSource``); None when
+        none is (offline tools, a daemon without NodeLoad)."""
+        ...
+
+    @property
+    def volumes(self) -> VolumeStore:
+        """PVs, PVCs, StorageClasses and CSI objects, with the volume assume cache and the
+        binding waiter (the volume plugins' listers; empty when nothing feeds it)."""
+        ...
+
+    @property
+    def dra(self) -> DRAStore:
+        """ResourceSlices, DeviceClasses and ResourceClaims with the allocated-devices cache
+        (DynamicResources' listers; empty when nothing feeds it)."""
+        ...
+
+    @property
+    def fence(self) -> Fence:
+        """Leadership as a token: a plugin that writes on a pod's behalf (Bind) calls
+        ``fence.admit()`` right before each request and gives up when it says no."""
         ...
 
 

@@ -36,6 +36,13 @@ class PluginSpec:
     factory: PluginFactory
     parse_args: ArgsParser = no_args
 
+    @property
+    def extension_points(self) -> frozenset[str]:
+        """The extension points this plugin implements (see :func:`extension_points`): what makes a
+        spec a :class:`custom_scheduler.config.types.PluginInfo`, so a :class:`Registry` is the
+        name → capabilities map the config is loaded against."""
+        return extension_points(self)
+
 
 class Registry(dict[str, PluginSpec]):
     """Plugin name → spec. Duplicate names are refused."""
@@ -66,6 +73,7 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP) -> Registry:
 
 #: Extension point name (as in the config's ``plugins`` section) → the method that implements it.
 EXTENSION_POINT_METHODS: dict[str, str] = {
+    "preEnqueue": "pre_enqueue",
     "queueSort": "less",
     "preFilter": "pre_filter",
     "filter": "filter",

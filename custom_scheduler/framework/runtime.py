@@ -8,7 +8,9 @@ the daemon, ``explain`` and ``simulate`` all drive the same Framework.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,25 @@ from custom_scheduler.model import Pod
 
 Scores = list[int] | npt.NDArray[np.int64]
 """One plugin's scores, node-aligned: batch scorers over snapshot columns return int64 arrays."""
+
+
+def _all_of(pending: Sequence[tuple[str, Future[Status]]]) -> Future[Status]:
+    """One Future for several waits: the first failure, or SUCCESS once all succeeded."""
+    out: Future[Status] = Future()
+    left = [len(pending)]
+    lock = threading.Lock()
+
+    def done(name: str, f: Future[Status]) -> None:
+        st = f.result()
+        with lock:
+            left[0] -= 1
+            finished = out.done()
+            if not finished and (not st.is_success or left[0] == 0):
+                out.set_result(st.with_plugin(name) if not st.is_success else SUCCESS)
+
+    for name, f in pending:
+        f.add_done_callback(lambda f, name=name: done(name, f))  # type: ignore[misc]
+    return out
 
 
 def _ints(scores: Scores) -> list[int]:
@@ -90,6 +111,7 @@ class Framework:
                 out.append(p)
             return out
 
+        self.pre_enqueue: list[fi.PreEnqueuePlugin] = point("preEnqueue", fi.PreEnqueuePlugin)
         qs = point("queueSort", fi.QueueSortPlugin)
         if len(qs) != 1:
             raise FrameworkError(f"profile {profile_name!r} needs exactly one queueSort plugin, has {len(qs)}")
@@ -126,6 +148,23 @@ class Framework:
 
     def plugin(self, name: str) -> fi.Plugin | None:
         return self._instances.get(name)
+
+    # -- queueing ---------------------------------------------------------------------------------
+    def run_pre_enqueue(self, pod: Pod) -> Status:
+        """PreEnqueue plugins in order; the first non-success, stamped with its plugin, or SUCCESS.
+
+        Called by the scheduling queue (under its lock) and by ``explain``/``simulate``. A plugin
+        exception becomes an ERROR status, which gates the pod like a rejection does (upstream
+        treats any non-success the same way and only logs errors louder).
+        """
+        for p in self.pre_enqueue:
+            try:
+                st = p.pre_enqueue(pod)
+            except Exception as e:
+                return Status.from_exception(e, p.name)
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        return SUCCESS
 
     # -- scheduling cycle -------------------------------------------------------------------------
     def run_pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
@@ -415,6 +454,29 @@ class Framework:
     # -- binding cycle ----------------------------------------------------------------------------
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         return self._run_until_failure(self.pre_bind, "pre_bind", state, pod, node_name)
+
+    def run_pre_bind_pending(self, state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
+        """What the PreBind plugins left to wait for (``PreBindWaiter``), as one Future: SUCCESS
+        once every wait succeeded, else the first failure stamped with its plugin. None when
+        nothing waits, so the binding cycle goes straight on to Bind."""
+        pending: list[tuple[str, Future[Status]]] = []
+        for p in self.pre_bind:
+            if isinstance(p, fi.PreBindWaiter):
+                try:
+                    fut = p.pre_bind_pending(state, pod, node_name)
+                except Exception as e:
+                    fut = Future()
+                    fut.set_result(Status.from_exception(e, p.name))
+                if fut is not None:
+                    pending.append((p.name, fut))
+        if not pending:
+            return None
+        if len(pending) == 1:
+            name, only = pending[0]
+            out: Future[Status] = Future()
+            only.add_done_callback(lambda f: out.set_result(f.result().with_plugin(name)))
+            return out
+        return _all_of(pending)
 
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for p in self.bind:

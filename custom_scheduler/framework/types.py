@@ -124,6 +124,7 @@ class NodeInfo:
         "pods",
         "pods_with_affinity",
         "pods_with_required_anti_affinity",
+        "pvc_refs",
         "requested",
         "used_ports",
     )
@@ -138,6 +139,8 @@ class NodeInfo:
         self.pods_with_affinity: dict[str, Pod] = {}
         self.pods_with_required_anti_affinity: dict[str, Pod] = {}
         self.image_states: dict[str, ImageState] = {}
+        # "namespace/claim" -> how many of this node's pods use it (VolumeRestrictions' RWOP check).
+        self.pvc_refs: dict[str, int] = {}
         self.generation = 0
 
     @property
@@ -159,6 +162,10 @@ class NodeInfo:
             self.pods_with_affinity[pod.uid] = pod
         if pod.has_required_anti_affinity:
             self.pods_with_required_anti_affinity[pod.uid] = pod
+        for v in pod.volumes:
+            if v.claim and not v.ephemeral:
+                key = f"{pod.namespace}/{v.claim}"
+                self.pvc_refs[key] = self.pvc_refs.get(key, 0) + 1
 
     def remove_pod(self, pod: Pod) -> bool:
         """Remove ``pod`` (matched by UID); returns False when it was not on this node."""
@@ -182,6 +189,14 @@ class NodeInfo:
                     del self.used_ports[(hp.protocol, hp.port)]
         self.pods_with_affinity.pop(old.uid, None)
         self.pods_with_required_anti_affinity.pop(old.uid, None)
+        for v in old.volumes:
+            if v.claim and not v.ephemeral:
+                key = f"{old.namespace}/{v.claim}"
+                n = self.pvc_refs.get(key, 0) - 1
+                if n > 0:
+                    self.pvc_refs[key] = n
+                else:
+                    self.pvc_refs.pop(key, None)
         return True
 
     def clone(self) -> NodeInfo:
@@ -194,6 +209,7 @@ class NodeInfo:
         c.pods_with_affinity = dict(self.pods_with_affinity)
         c.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
         c.image_states = self.image_states
+        c.pvc_refs = dict(self.pvc_refs)
         c.generation = self.generation
         return c
 
@@ -316,7 +332,9 @@ class FitError(Exception):
         else:
             msg += " " + ", ".join(self.histogram()) + "."
         if self.post_filter_msg:
-            msg += f" {self.post_filter_msg}."
+            # No period of our own: the PostFilter message ends with one (v1.37's FitError.Error;
+            # up to the 1.2x releases it added one more, the well-known "scheduling.." of old events).
+            msg += f" {self.post_filter_msg}"
         return msg
 
     @property

@@ -13,6 +13,9 @@ JSON over its urllib3 pool ourselves.
   timeout, so a silent half-open connection is noticed.
 - Separate clients (one for watches, one for writes) keep long streams from starving binds; see
   :meth:`KubeClient.clone`.
+- A kubeconfig with ``insecure-skip-tls-verify: true`` is reported once, as the structured event
+  ``insecure_skip_tls_verify``; urllib3's ``InsecureRequestWarning``, which it would otherwise print
+  for every request (thousands a minute under load), is silenced (that category only).
 """
 
 from __future__ import annotations
@@ -25,9 +28,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import orjson
+import structlog
 import urllib3
+import urllib3.exceptions
 
 from custom_scheduler.kube import errors
+
+log = structlog.get_logger("custom_scheduler.kube.client")
 
 JSON_CT = "application/json"
 MERGE_PATCH_CT = "application/merge-patch+json"
@@ -83,6 +90,32 @@ def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
 #: Seconds between re-reads of the bearer token (see :meth:`KubeClient._authorization`).
 AUTH_REFRESH = 10.0
 
+_insecure_hosts: set[str] = set()
+_insecure_lock = threading.Lock()
+
+
+def note_insecure(configuration: Any) -> bool:
+    """Warn once per API server when ``configuration`` skips TLS verification; True if it does.
+
+    The warning is a log event, not a Python warning, so it reaches the JSON log like every other
+    event; urllib3's per-request ``InsecureRequestWarning`` says nothing more and is ignored from
+    then on. Clones and the watch client share the host, so a daemon logs this exactly once.
+    """
+    if getattr(configuration, "verify_ssl", True):
+        return False
+    host = str(configuration.host).rstrip("/")
+    with _insecure_lock:
+        first = host not in _insecure_hosts
+        _insecure_hosts.add(host)
+    if first:
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        log.warning(
+            "insecure_skip_tls_verify",
+            host=host,
+            message="the kubeconfig skips TLS verification of the API server; anyone on the path can impersonate it",
+        )
+    return True
+
 
 class KubeClient:
     """Raw-JSON access to one API server."""
@@ -99,6 +132,7 @@ class KubeClient:
         from kubernetes.client import rest
 
         configuration.connection_pool_maxsize = pool_maxsize
+        note_insecure(configuration)
         self._cfg = configuration
         self._rest = rest.RESTClientObject(configuration)
         self._pool: urllib3.PoolManager = self._rest.pool_manager

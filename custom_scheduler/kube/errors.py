@@ -32,20 +32,38 @@ class TransportError(KubeError):
 class ApiError(KubeError):
     """A non-2xx answer. ``reason`` and ``message`` come from the server's Status, when present."""
 
-    def __init__(self, status: int, reason: str = "", message: str = "", retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str = "",
+        message: str = "",
+        retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.causes = causes  # the Status's details.causes[].type, e.g. "NamespaceTerminating"
         super().__init__(f"{status} {reason}: {message}" if reason or message else str(status))
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """A create refused because its namespace is being deleted (NamespaceLifecycle admission):
+        the object it was about is going away with the namespace."""
+        return self.status == 403 and "NamespaceTerminating" in self.causes
 
     @classmethod
     def from_response(cls, status: int, body: bytes, headers: Any = None) -> ApiError:
         reason, message = "", ""
+        causes: tuple[str, ...] = ()
         try:
             doc = orjson.loads(body) if body else {}
             if isinstance(doc, dict):
                 reason, message = str(doc.get("reason", "")), str(doc.get("message", ""))
+                details = doc.get("details")
+                if isinstance(details, dict):
+                    causes = tuple(str(c.get("type", "")) for c in details.get("causes") or () if isinstance(c, dict))
         except orjson.JSONDecodeError:
             message = body[:200].decode(errors="replace")
         retry_after = None
@@ -59,7 +77,7 @@ class ApiError(KubeError):
         klass = _BY_STATUS.get(status)
         if klass is None:
             klass = ServerError if status >= 500 else ApiError
-        return klass(status, reason, message, retry_after)
+        return klass(status, reason, message, retry_after, causes)
 
 
 class NotFound(ApiError):

@@ -66,6 +66,7 @@ class Reflector:
         self._on_relist = on_relist or (lambda reason: None)
         self._on_restart = on_restart or (lambda reason: None)
         self.relists = 0
+        self._progressed = False  # the current watch delivered at least one event
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -90,6 +91,7 @@ class Reflector:
         backoff = 0.5
         need_list = True
         while not self._stop.is_set():
+            self._progressed = False
             try:
                 if need_list:
                     self._list()
@@ -104,6 +106,11 @@ class Reflector:
             except (errors.KubeError, ValueError) as e:
                 if self._stop.is_set():
                     return
+                if self._progressed:
+                    # The watch was delivering events, so the server is fine: this failure (a broken
+                    # stream, a restart) starts a fresh backoff. Without this, a burst of faults left
+                    # the backoff at 30 s for good, since a watch that fails never "closes normally".
+                    backoff = 0.5
                 reason = type(e).__name__
                 log.warning("watch_error", resource=self.name, error=str(e)[:300], retry_in=round(backoff, 2))
                 self._on_restart(reason)
@@ -155,19 +162,29 @@ class Reflector:
                 if self._stop.is_set():
                     return
                 ev = orjson.loads(line)
+                if not isinstance(ev, dict):
+                    # Valid JSON, not an event: skip it. Raising would restart the watch from
+                    # before this line and meet it again; an AttributeError would end the thread.
+                    log.warning(
+                        "watch_event_malformed", resource=self.name, line=bytes(line[:200]).decode(errors="replace")
+                    )
+                    continue
                 kind = ev.get("type")
                 obj = ev.get("object") or {}
                 if kind == "ERROR":
-                    raise _status_error(obj)
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    raise _status_error(obj if isinstance(obj, dict) else {})
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
                 if kind == "BOOKMARK":
                     if rv:
                         self.resource_version = rv
+                    self._progressed = True
                     continue
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.handler.on_event(kind, obj)
                     if rv:
                         self.resource_version = rv
+                    self._progressed = True
         finally:
             self._resp = None
 

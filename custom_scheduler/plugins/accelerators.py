@@ -12,6 +12,20 @@ yet.
 
 **Which pods are accelerator pods.** Pods that request (> 0) any of the configured resources.
 
+**DRA devices** (resource.k8s.io/v1; read from the DRAStore through ``Handle.dra``, so assumed and
+in-flight allocations count). A device is an *accelerator device* when its ResourceSlice's driver
+matches ``draDrivers`` (default ``["gpu.*"]``: the GPU drivers' naming convention,
+``gpu.nvidia.com``, ``gpu.amd.com``, ``gpu.intel.com``; an entry is a driver name, or a prefix
+ending in ``*``; ``[]`` ignores DRA). A node that has accelerator devices *published for it*
+(``spec.nodeName``) is an accelerator node; devices reachable through ``allNodes`` or a
+``nodeSelector`` (network-attached) do not mark a node, since every node could use them. A pod is an
+accelerator pod when one of its ResourceClaims is allocated an accelerator device, or requests a
+*accelerator DeviceClass*: a class whose name matches ``draDeviceClasses`` or ``draDrivers``
+(vendors name the class after the driver), or one of whose CEL selectors compares ``device.driver``
+with a matching driver name (``device.driver == "gpu.example.com"``, how classes are written).
+Claims are looked up, not evaluated: a pod whose claims do not exist yet is gated by
+DynamicResources anyway.
+
 **Filter** (``mode: Filter``, the default). An accelerator node rejects a pod that requests none of
 the accelerator resources with ``node(s) are reserved for accelerator workloads``. The status is
 UnschedulableAndUnresolvable: evicting pods from a GPU node never makes it accept an ordinary pod,
@@ -38,7 +52,9 @@ with a message naming it.
 **Score** for accelerator pods: ``(packingWeight × packing + balanceWeight × balance) /
 (packingWeight + balanceWeight)``, where *packing* is the most-allocated score of the requested
 accelerator resources with the pod placed (``min(used + request, allocatable) × 100 /
-allocatable``, averaged over the requested resources the node has), so a node whose GPUs are already
+allocatable``, averaged over the requested resources the node has; for DRA, the node's accelerator
+devices allocated, assumed or pending plus the pod's unallocated accelerator requests, over the
+node's accelerator devices, as one more entry of that average), so a node whose GPUs are already
 partly used wins over an empty one; and *balance* is NodeResourcesBalancedAllocation's cpu/memory
 score, so the pack does not strand a node's cpu or memory. Scores are 0–100; no normalisation.
 
@@ -49,11 +65,14 @@ plugin adds the matching toleration to pods that request the GPU resource (see d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from custom_scheduler import dra, quantity
 from custom_scheduler.framework import registry
+from custom_scheduler.framework.dra import DRAStore
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -65,10 +84,9 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.kube import quantity
 from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import args_reader
-from custom_scheduler.plugins.node_resources_balanced_allocation import balanced_resource_scorer
+from custom_scheduler.plugins.node_resources_balanced_allocation import balanced_resource_score
 
 NAME = "AcceleratorIsolation"
 
@@ -77,6 +95,10 @@ MODE_SCORE = "Score"
 MODES = (MODE_FILTER, MODE_SCORE)
 
 DEFAULT_RESOURCES: tuple[str, ...] = ("nvidia.com/gpu",)
+DEFAULT_DRA_DRIVERS: tuple[str, ...] = ("gpu.*",)
+"""DRA GPU drivers are named ``gpu.<vendor domain>`` (NVIDIA's, AMD's, Intel's, the examples')."""
+DRA_ALL = 1 << 30
+"""Requested device count standing for ``allocationMode: All`` (every device: the node fills up)."""
 DEFAULT_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_MEMORY_LABEL = "nvidia.com/gpu.memory"
 DEFAULT_PACKING_WEIGHT = 3
@@ -139,6 +161,10 @@ class AcceleratorIsolationArgs:
     """Node label holding the GPU product (``productLabel``)."""
     memory_label: str = DEFAULT_MEMORY_LABEL
     """Node label holding the GPU memory in MiB (``memoryLabel``)."""
+    dra_drivers: tuple[str, ...] = DEFAULT_DRA_DRIVERS
+    """DRA drivers whose devices are accelerators (``draDrivers``: names, or prefixes ending in ``*``)."""
+    dra_device_classes: tuple[str, ...] = ()
+    """DeviceClasses that are accelerator classes besides those the drivers imply (``draDeviceClasses``)."""
 
     def to_config(self) -> dict[str, Any]:
         return {
@@ -149,10 +175,22 @@ class AcceleratorIsolationArgs:
             "balanceWeight": self.balance_weight,
             "productLabel": self.product_label,
             "memoryLabel": self.memory_label,
+            "draDrivers": list(self.dra_drivers),
+            "draDeviceClasses": list(self.dra_device_classes),
         }
 
 
-_FIELDS = ("resources", "nodeLabels", "mode", "packingWeight", "balanceWeight", "productLabel", "memoryLabel")
+_FIELDS = (
+    "resources",
+    "nodeLabels",
+    "mode",
+    "packingWeight",
+    "balanceWeight",
+    "productLabel",
+    "memoryLabel",
+    "draDrivers",
+    "draDeviceClasses",
+)
 
 
 def parse_args(raw: Mapping[str, Any] | None, path: str) -> AcceleratorIsolationArgs:
@@ -199,9 +237,24 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> AcceleratorIsolation
     for key, label in (("productLabel", product_label), ("memoryLabel", memory_label)):
         for msg in args_reader.qualified_name_errors(label):
             r.error(f"{path}.{key}", msg)
+    dra_drivers = r.strings(doc, "draDrivers", path) if doc.get("draDrivers") is not None else DEFAULT_DRA_DRIVERS
+    dra_classes = r.strings(doc, "draDeviceClasses", path)
+    for key, patterns in (("draDrivers", dra_drivers), ("draDeviceClasses", dra_classes)):
+        for i, pattern in enumerate(patterns):
+            stem = pattern[:-1] if pattern.endswith("*") else pattern
+            if not stem or "*" in stem:
+                r.error(f"{path}.{key}[{i}]", 'must be a name or a prefix ending in "*" (e.g. "gpu.*")')
     r.raise_errors()
     return AcceleratorIsolationArgs(
-        tuple(resources), tuple(node_labels), mode, packing, balance, product_label, memory_label
+        tuple(resources),
+        tuple(node_labels),
+        mode,
+        packing,
+        balance,
+        product_label,
+        memory_label,
+        tuple(dra_drivers),
+        tuple(dra_classes),
     )
 
 
@@ -257,6 +310,97 @@ def parse_min_memory_mib(value: str) -> int:
     return -(-n // MIB)
 
 
+def name_matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether ``name`` equals one of ``patterns`` or starts with one's stem (a trailing ``*``)."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if name.startswith(pattern[:-1]):
+                return True
+        elif name == pattern:
+            return True
+    return False
+
+
+_DRIVER_EQ = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*device\.driver""")
+
+
+class DRAAccelerators:
+    """Which DRA drivers and DeviceClasses are accelerators (the ``draDrivers`` and
+    ``draDeviceClasses`` rule), with the per-class verdict cached by resourceVersion: a class is
+    looked at once, not once per pod and cycle."""
+
+    def __init__(self, drivers: Sequence[str], classes: Sequence[str] = ()) -> None:
+        self.drivers = tuple(drivers)
+        self.classes = tuple(classes)
+        self._driver_cache: dict[str, bool] = {}
+        self._class_cache: dict[tuple[str, str], bool] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.drivers or self.classes)
+
+    def driver(self, name: str) -> bool:
+        got = self._driver_cache.get(name)
+        if got is None:
+            got = self._driver_cache[name] = name_matches(name, self.drivers)
+        return got
+
+    def device_class(self, cls: dra.DeviceClass) -> bool:
+        key = (cls.name, cls.resource_version)
+        got = self._class_cache.get(key)
+        if got is None:
+            got = name_matches(cls.name, self.classes) or name_matches(cls.name, self.drivers)
+            if not got:
+                found = (m.group(1) or m.group(2) for e in cls.selectors for m in _DRIVER_EQ.finditer(e))
+                got = any(self.driver(d) for d in found)
+            if len(self._class_cache) > 10_000:
+                self._class_cache.clear()
+            self._class_cache[key] = got
+        return got
+
+    def node_devices(self, store: DRAStore, node_name: str) -> list[dra.DeviceID]:
+        """The accelerator devices published for this node itself (``spec.nodeName`` slices, newest
+        pool generation); network-attached devices do not make a node an accelerator node."""
+        if not self.drivers:
+            return []
+        mine = [s for s in store.slices_for(node_name) if s.node_name == node_name and self.driver(s.driver)]
+        if not mine:
+            return []
+        return [c.id for c in dra.candidates_for_node(mine, node_name, {})]
+
+    def pod_request(self, pod: Pod, store: DRAStore) -> int | None:
+        """Accelerator devices the pod's claims still need to be allocated (``DRA_ALL`` for
+        ``allocationMode: All``; 0 when its accelerator claims are allocated already), or None
+        when no claim of the pod is for accelerators. Per request, the first alternative that
+        uses an accelerator class counts: the allocator tries alternatives in order."""
+        if not pod.resource_claims or not self.enabled:
+            return None
+        found = False
+        count = 0
+        for rc in pod.resource_claims:
+            claim = store.get_claim(pod.namespace, rc.claim) if rc.claim else None
+            if claim is None:
+                continue
+            if claim.allocation is not None:
+                found = found or any(self.driver(r.driver) for r in claim.allocation.results)
+                continue
+            for dr in claim.requests:
+                for alt in dr.alternatives:
+                    cls = store.device_class(alt.device_class)
+                    if cls is not None and self.device_class(cls):
+                        found = True
+                        count += DRA_ALL if alt.mode == dra.ALL else alt.count
+                        break
+        return min(count, DRA_ALL) if found else None
+
+
+def dra_packing_score(requested: int, used: int, total: int) -> int:
+    """Most-allocated over a node's accelerator devices with the pod's devices placed."""
+    if total <= 0:
+        return MIN_NODE_SCORE
+    return min(used + requested, total) * MAX_NODE_SCORE // total
+
+
 @dataclass(frozen=True, slots=True)
 class PodAcceleratorState:
     """What PreFilter reduces the pod to."""
@@ -267,13 +411,15 @@ class PodAcceleratorState:
     """From the product annotation; empty when not set."""
     min_memory_mib: int | None = None
     """From the memory annotation; None when not set."""
+    dra_devices: int | None = None
+    """Accelerator devices its DRA claims still need; None: no accelerator claim."""
 
     @property
     def is_accelerator_pod(self) -> bool:
-        return bool(self.requests)
+        return bool(self.requests) or self.dra_devices is not None
 
 
-def pod_state(pod: Pod, resources: Sequence[str]) -> PodAcceleratorState:
+def pod_state(pod: Pod, resources: Sequence[str], dra_devices: int | None = None) -> PodAcceleratorState:
     """Reduce ``pod`` to its accelerator requests and GPU annotations.
 
     Raises:
@@ -295,7 +441,7 @@ def pod_state(pod: Pod, resources: Sequence[str]) -> PodAcceleratorState:
                 f'invalid annotation {ANNOTATION_MIN_MEMORY}="{raw_mem}": '
                 'must be MiB as an integer ("40000") or a quantity ("40Gi")'
             ) from None
-    return PodAcceleratorState(accelerator_requests(pod, resources), products, min_mib)
+    return PodAcceleratorState(accelerator_requests(pod, resources), products, min_mib, dra_devices)
 
 
 def hardware_reasons(s: PodAcceleratorState, node: Node, product_label: str, memory_label: str) -> list[str]:
@@ -316,9 +462,10 @@ def hardware_reasons(s: PodAcceleratorState, node: Node, product_label: str, mem
     return reasons
 
 
-def packing_score(requests: Mapping[str, int], node_info: NodeInfo) -> int:
-    """Most-allocated over the requested accelerator resources, with the pod placed; 0 when none."""
-    total = count = 0
+def packing_score(requests: Mapping[str, int], node_info: NodeInfo, extra: Sequence[int] = ()) -> int:
+    """Most-allocated over the requested accelerator resources, with the pod placed, averaged with
+    the ``extra`` scores (DRA devices); 0 when none."""
+    total, count = sum(extra), len(extra)
     alloc = node_info.allocatable.scalar
     used = node_info.requested.scalar
     for name, req in requests.items():
@@ -335,7 +482,7 @@ def balance_score(pod: Pod, node_info: NodeInfo) -> int:
     alloc = node_info.allocatable
     used = node_info.requested
     req = pod.requests
-    return balanced_resource_scorer(
+    return balanced_resource_score(
         (used.milli_cpu + req.milli_cpu, used.memory + req.memory), (alloc.milli_cpu, alloc.memory)
     )
 
@@ -344,6 +491,7 @@ def balance_score(pod: Pod, node_info: NodeInfo) -> int:
 
 PRE_FILTER_KEY: StateKey[PodAcceleratorState] = StateKey(f"PreFilter{NAME}")
 PRE_SCORE_KEY: StateKey[PodAcceleratorState] = StateKey(f"PreScore{NAME}")
+DRA_IN_USE_KEY: StateKey[frozenset[dra.DeviceID]] = StateKey(f"PreScore{NAME}/dra")
 
 
 class AcceleratorIsolation:
@@ -352,18 +500,33 @@ class AcceleratorIsolation:
     name: ClassVar[str] = NAME
 
     def __init__(self, args: AcceleratorIsolationArgs | None, handle: Handle) -> None:
-        del handle
+        self.handle = handle
         self.args = args or AcceleratorIsolationArgs()
         self._resources = self.args.resources
         self._labels = self.args.node_labels
         self._hard = self.args.mode == MODE_FILTER
+        self.dra = DRAAccelerators(self.args.dra_drivers, self.args.dra_device_classes)
+
+    @property
+    def _store(self) -> DRAStore:
+        return self.handle.dra
 
     def is_accelerator_node(self, node: Node) -> bool:
-        return is_accelerator_node(node, self._resources, self._labels)
+        if is_accelerator_node(node, self._resources, self._labels):
+            return True
+        return bool(self.dra.node_devices(self._store, node.name))
+
+    def _pod_state(self, pod: Pod) -> PodAcceleratorState:
+        return pod_state(pod, self._resources, self.dra.pod_request(pod, self._store))
+
+    def _score_state(self, pod: Pod) -> PodAcceleratorState:
+        return PodAcceleratorState(
+            accelerator_requests(pod, self._resources), dra_devices=self.dra.pod_request(pod, self._store)
+        )
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         try:
-            s = pod_state(pod, self._resources)
+            s = self._pod_state(pod)
         except ValueError as e:
             return Status.unresolvable(str(e))
         if not s.products and s.min_memory_mib is None and (s.is_accelerator_pod or not self._hard):
@@ -378,7 +541,7 @@ class AcceleratorIsolation:
         s = state.get(PRE_FILTER_KEY)
         if s is None:  # PreFilter disabled in the profile: compute here.
             try:
-                s = pod_state(pod, self._resources)
+                s = self._pod_state(pod)
             except ValueError as e:
                 return Status.unresolvable(str(e))
         if self._hard and not s.is_accelerator_pod and self.is_accelerator_node(node):
@@ -389,10 +552,13 @@ class AcceleratorIsolation:
         return SUCCESS
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        s = PodAcceleratorState(accelerator_requests(pod, self._resources))
+        s = self._score_state(pod)
         if not s.is_accelerator_pod and self._hard:
             return SKIP  # Ordinary pods only reach non-accelerator nodes: nothing to rank.
         state.write(PRE_SCORE_KEY, s)
+        if s.dra_devices is not None:
+            # One copy per cycle: allocated, assumed and pending devices (a burst's earlier pods).
+            state.write(DRA_IN_USE_KEY, self._store.allocated_devices())
         return SUCCESS
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
@@ -401,13 +567,28 @@ class AcceleratorIsolation:
             return MIN_NODE_SCORE
         s = state.get(PRE_SCORE_KEY)
         if s is None:  # PreScore disabled in the profile: compute here.
-            s = PodAcceleratorState(accelerator_requests(pod, self._resources))
+            s = self._score_state(pod)
         if not s.is_accelerator_pod:
             return MIN_NODE_SCORE if self.is_accelerator_node(node) else MAX_NODE_SCORE
         pw, bw = self.args.packing_weight, self.args.balance_weight
-        packing = packing_score(s.requests, node_info) if pw else 0
+        packing = packing_score(s.requests, node_info, self._dra_packing(state, s, node.name)) if pw else 0
         balance = balance_score(pod, node_info) if bw else 0
         return (pw * packing + bw * balance) // (pw + bw)
+
+    def _dra_packing(self, state: CycleState, s: PodAcceleratorState, node_name: str) -> tuple[int, ...]:
+        """The DRA entry of the packing average; none when the pod has no accelerator claim or
+        the node no accelerator devices."""
+        if s.dra_devices is None:
+            return ()
+        devices = self.dra.node_devices(self._store, node_name)
+        if not devices:
+            return ()
+        in_use = state.get(DRA_IN_USE_KEY)
+        if in_use is None:
+            in_use = self._store.allocated_devices()
+            state.write(DRA_IN_USE_KEY, in_use)
+        used = sum(1 for d in devices if d in in_use)
+        return (dra_packing_score(s.dra_devices, used, len(devices)),)
 
 
 SPEC = registry.PluginSpec(NAME, factory=AcceleratorIsolation, parse_args=parse_args)

@@ -8,6 +8,11 @@ connection errors. They are safe because of the answer-to-a-retry rule: a 409 sa
 already assigned *to the node we asked for* means an earlier attempt went through, so it counts as
 success. Any other 409 (assigned elsewhere, being deleted) or a 404 is final: the pod is not ours
 to bind any more, and the caller forgets the assumption.
+
+Fencing: every attempt, the first and each retry, asks the Handle's fence right before the POST.
+Once the elector has revoked it (the Lease is lost) the bind gives up with
+:data:`REASON_FENCED` without sending anything: a retry loop that slept through the loss must not
+wake up and write as if it still led.
 """
 
 from __future__ import annotations
@@ -17,11 +22,11 @@ from typing import Any, ClassVar
 import structlog
 import tenacity
 
+from custom_scheduler.fence import FencedOff
+from custom_scheduler.framework.api import errors, pod_path
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec, no_args
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
-from custom_scheduler.kube import errors
-from custom_scheduler.kube.client import pod_path
 from custom_scheduler.model import Pod
 
 log = structlog.get_logger("custom_scheduler.binder")
@@ -32,6 +37,7 @@ BIND_TIMEOUT = 30.0
 #: Status reasons the scheduler recognises to decide what to do with a failed bind.
 REASON_POD_GONE = "pod not found"
 REASON_ASSIGNED_ELSEWHERE = "pod is already assigned to another node"
+REASON_FENCED = "leadership lost: not binding"
 
 
 def _wait_retry_after(retry_state: tenacity.RetryCallState) -> float:
@@ -82,8 +88,17 @@ class DefaultBinder:
             before_sleep=before_sleep,
             reraise=True,
         )
+        fence = self.handle.fence
+
+        def post() -> Any:
+            if not fence.admit():
+                raise FencedOff(pod.key)
+            return client.post(path, body, timeout=(5.0, 15.0))
+
         try:
-            retrying(client.post, path, body, timeout=(5.0, 15.0))
+            retrying(post)
+        except FencedOff:
+            return Status(Code.ERROR, (REASON_FENCED,), NAME)
         except errors.Conflict as e:
             if f'already assigned to node "{node_name}"' in e.message:
                 return SUCCESS

@@ -39,11 +39,10 @@ from typing import Any, ClassVar
 import structlog
 import tenacity
 
+from custom_scheduler.framework.api import STRATEGIC_PATCH_CT, errors, pod_path
 from custom_scheduler.framework.interface import Handle, PostFilterResult
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, NodeInfo, Status
-from custom_scheduler.kube import errors
-from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, pod_path
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader
 from custom_scheduler.plugins.preemption import selection
@@ -253,8 +252,14 @@ class DefaultPreemption:
         }
         patch = {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}}
         delete_opts = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
+        # Fencing: a leader that lost its Lease mid-cycle must not evict anyone (a cheap flag).
+        fence = self.handle.fence
         try:
+            if not fence.admit():
+                return f"leadership lost: not preempting pod {victim.key}"
             _retrying(client.patch, pod_path(victim.namespace, victim.name, "status"), patch, STRATEGIC_PATCH_CT)
+            if not fence.admit():
+                return f"leadership lost: not preempting pod {victim.key}"
             _retrying(client.delete, pod_path(victim.namespace, victim.name), delete_opts)
         except (errors.NotFound, errors.Conflict):
             # Gone already, or replaced by a new pod of the same name: nothing to preempt.

@@ -1,7 +1,8 @@
 """ImageLocality: prefer nodes that already hold the pod's images, so it starts sooner.
 
-For each of the pod's images (init containers included, as in v1.28+; ``Pod.images`` is already
-normalised to ``name:tag``) that the node has, add the image size scaled by the fraction of nodes that
+For each of the pod's images (init containers included since v1.30, image volumes since v1.33;
+``Pod.images`` is already normalised to ``name:tag``, while the node's names are matched as reported,
+as upstream does) that the node has, add the image size scaled by the fraction of nodes that
 have it. The scaling damps "node heating": an image present everywhere gives every node the same small
 boost instead of pulling all replicas onto the first node that pulled it.
 

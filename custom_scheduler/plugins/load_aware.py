@@ -36,7 +36,12 @@ Never an exception.
 Args: ``resources``, ``thresholds``, ``staleAfter`` (Go duration, default ``3m``),
 ``refreshInterval`` (default ``30s``: how often the daemon's metrics-server source LISTs),
 ``neutralScore``, ``estimatePods`` (default true; false scores by samples alone) and
-``metricsSource`` (the registry name to read, default ``default``).
+``metricsSource`` (the name of the source to read, default ``default``).
+
+The source is found through the Handle (``handle.metrics_source(name)``), in the
+:class:`~custom_scheduler.loadmetrics.Sources` its composition root owns; the daemon builds one from
+the config with :func:`metrics_source_for` and rebuilds it when a reload changes
+:func:`source_params`.
 """
 
 from __future__ import annotations
@@ -267,7 +272,7 @@ class NodeLoad:
     name: ClassVar[str] = NAME
 
     def __init__(self, args: NodeLoadArgs | None, handle: Handle, *, clock: Callable[[], float] = time.time) -> None:
-        del handle
+        self.handle = handle
         self.args = args or NodeLoadArgs()
         self._clock = clock
         self._lock = threading.Lock()
@@ -294,7 +299,7 @@ class NodeLoad:
 
     def sample(self, node_name: str, now: float) -> NodeUsage | None:
         """The node's usable sample, or None (logged) when missing or stale."""
-        source = loadmetrics.get_source(self.args.metrics_source)
+        source = self.handle.metrics_source(self.args.metrics_source)
         if source is None:
             self._note("*", NO_SOURCE)
             return None
@@ -408,3 +413,56 @@ class NodeLoad:
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeLoad, parse_args=parse_args)
+
+
+# --- the daemon's source -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SourceParams:
+    """What the daemon's metrics-server source for a config is built from."""
+
+    name: str
+    interval: float
+    url: str
+
+
+def source_params(config: Any) -> SourceParams | None:
+    """The source ``config``'s NodeLoad profiles ask for, or None when no profile enables NodeLoad.
+
+    The refresh interval is the smallest ``refreshInterval`` among the profiles' NodeLoad args; the
+    name and URL are the last and first given (one source serves every profile). A reload whose
+    params differ needs a new source.
+    """
+    interval: float | None = None
+    source_name = loadmetrics.DEFAULT_SOURCE
+    url = ""
+    for prof in getattr(config, "profiles", ()):
+        if NAME not in prof.plugin_names():
+            continue
+        args = prof.plugin_args.get(NAME) or NodeLoadArgs()
+        interval = args.refresh_interval if interval is None else min(interval, args.refresh_interval)
+        source_name = args.metrics_source
+        url = url or args.metrics_url
+    return None if interval is None else SourceParams(source_name, interval, url)
+
+
+def metrics_source_for(
+    config: Any, client: loadmetrics.Getter, sources: loadmetrics.Sources
+) -> loadmetrics.MetricsServerSource | None:
+    """The :class:`~custom_scheduler.loadmetrics.MetricsServerSource` the daemon should run for
+    ``config``, installed in ``sources``; or None.
+
+    None when no profile enables NodeLoad, or a source is already installed under the name NodeLoad
+    uses (a test or an embedding program installed its own). The caller owns ``start()``/``stop()``.
+    """
+    params = source_params(config)
+    if params is None:
+        return None
+    if sources.get(params.name) is not None:
+        log.info("node_metrics_source_preinstalled", name=params.name)
+        return None
+    getter: loadmetrics.Getter = loadmetrics.URLGetter(params.url) if params.url else client
+    src = loadmetrics.MetricsServerSource(getter, interval=params.interval, name=params.name)
+    sources.install(src, params.name)
+    return src

@@ -9,7 +9,9 @@ and ``Insufficient <resource>``. Only resources the pod actually requests (> 0) 
 node already over-committed on cpu still takes a pod that requests none. Extended resources listed in
 ``ignoredResources``, or whose domain is in ``ignoredResourceGroups``, are not checked (a device
 plugin or webhook handles them). The status is Unschedulable: evicting pods frees resources, so
-preemption may help.
+preemption may help; but when the pod requests more of some resource than the node can allocate at
+all, no eviction makes room, and the status is UnschedulableAndUnresolvable (preemption skips the
+node), as in upstream's ``fitsRequest`` (``InsufficientResource.Unresolvable``, v1.34+).
 
 **Score** (``scoringStrategy``): ``LeastAllocated`` (default; spread), ``MostAllocated`` (bin-pack) or
 ``RequestedToCapacityRatio`` (a user-defined piecewise-linear function of utilisation), each over a
@@ -225,6 +227,19 @@ def insufficient_resources(s: PreFilterState, node_info: NodeInfo) -> list[str]:
     return reasons
 
 
+def exceeds_allocatable(s: PreFilterState, node_info: NodeInfo) -> bool:
+    """Whether the request ``s`` is more than the node's whole allocatable for some resource: then
+    evicting every pod would not make it fit. Such a resource is always among the insufficient ones
+    (requests on the node are never negative)."""
+    alloc = node_info.allocatable
+    return (
+        s.milli_cpu > alloc.milli_cpu
+        or s.memory > alloc.memory
+        or s.ephemeral_storage > alloc.ephemeral_storage
+        or any(qty > alloc.scalar.get(name, 0) for name, qty, _ in s.scalars)
+    )
+
+
 def fits(pod: Pod, node_info: NodeInfo) -> list[str]:
     """Pure helper: the Filter's reasons for ``pod`` on ``node_info`` (no ignored resources)."""
     return insufficient_resources(compute_pre_filter_state(pod), node_info)
@@ -381,9 +396,7 @@ PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
 #: (snapshot node list, positions, per-row "fits" mask) computed once per pod
 #: from the snapshot columns.
-FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], arrays.Mask]] = StateKey(
-    f"FastFilter{NAME}"
-)
+FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], arrays.Mask]] = StateKey(f"FastFilter{NAME}")
 
 
 class NodeResourcesFit:
@@ -440,10 +453,13 @@ class NodeResourcesFit:
             i = positions.get(node_info.name)
             if i is not None and ok[i] and node_list[i] is node_info:
                 return SUCCESS
-        reasons = insufficient_resources(state.read(PRE_FILTER_KEY), node_info)
-        if reasons:
-            return Status.unschedulable(*reasons)
-        return SUCCESS
+        s = state.read(PRE_FILTER_KEY)
+        reasons = insufficient_resources(s, node_info)
+        if not reasons:
+            return SUCCESS
+        if exceeds_allocatable(s, node_info):
+            return Status.unresolvable(*reasons)
+        return Status.unschedulable(*reasons)
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
         """:meth:`filter` for every snapshot node at once, from PreFilter's columns (None when

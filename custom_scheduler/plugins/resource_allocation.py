@@ -112,8 +112,16 @@ class ResourceAllocationScorer:
         return tuple(out)
 
     def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> int:
+        requested, _, allocatable = self.vectors(node_info, pod_requests)
+        return self._scorer(requested, allocatable)
+
+    def vectors(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+        """(requested with the pod, allocated without it, allocatable), upstream's
+        ``calculateNodeAllocatableRequest``: BalancedAllocation (v1.37) scores the change between the
+        first two, so it needs both; entries left out are 0 in all three."""
         n = len(self.resources)
         requested = [0] * n
+        allocated = [0] * n
         allocatable = [0] * n
         alloc_res = node_info.allocatable
         node_req = node_info.requested
@@ -140,8 +148,9 @@ class ResourceAllocationScorer:
             if alloc == 0:
                 continue
             allocatable[i] = alloc
+            allocated[i] = used
             requested[i] = used + pod_req
-        return self._scorer(requested, allocatable)
+        return requested, allocated, allocatable
 
 
 def read_resource_specs(

@@ -2,8 +2,10 @@
 
 Taints are how an operator reserves nodes (GPU nodes, dedicated pools): a NoSchedule or NoExecute
 taint the pod does not tolerate rules the node out, and since evicting pods cannot remove a taint the
-rejection is UnschedulableAndUnresolvable (preemption skips such nodes). The reason names the first
-offending taint, ``node(s) had untolerated taint {key: value}``, the v1.25+ wording.
+rejection is UnschedulableAndUnresolvable (preemption skips such nodes). The reason is
+``node(s) had untolerated taint(s)``, without the taint: since v1.35 upstream keeps taint keys and
+values (which may be sensitive) out of pod statuses and events; up to 1.34 it named the first
+offending taint, ``node(s) had untolerated taint {key: value}``.
 
 PreferNoSchedule taints only steer: the raw score counts the ones the pod does not tolerate (with the
 tolerations whose effect is PreferNoSchedule or empty, collected once in PreScore), and normalisation
@@ -37,15 +39,15 @@ NAME = "TaintToleration"
 
 NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE = "NoSchedule", "NoExecute", "PreferNoSchedule"
 
-ERR_REASON_UNTOLERATED_FORMAT = "node(s) had untolerated taint {taint}"
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 ERR_REASON_INVALID_NODE_INFO = "invalid nodeInfo: node not found"
 
 #: The pod's tolerations that can match PreferNoSchedule taints.
 PRE_SCORE_KEY: StateKey[tuple[Toleration, ...]] = StateKey(f"PreScore{NAME}")
 
 
-def untolerated_reason(taint: Taint) -> str:
-    return ERR_REASON_UNTOLERATED_FORMAT.format(taint=taint)
+#: The one rejection (shared: a Status is never mutated once returned).
+_UNTOLERATED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNTOLERATED,), NAME)
 
 
 def find_untolerated_taint(taints: Sequence[Taint], tolerations: tuple[Toleration, ...]) -> Taint | None:
@@ -68,7 +70,6 @@ class TaintToleration:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
-        self._rejections: dict[Taint, Status] = {}
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         node = node_info.node
@@ -77,17 +78,9 @@ class TaintToleration:
         taints = node.taints
         if not taints:
             return SUCCESS
-        taint = find_untolerated_taint(taints, pod.tolerations)
-        if taint is None:
+        if find_untolerated_taint(taints, pod.tolerations) is None:
             return SUCCESS
-        st = self._rejections.get(taint)
-        if st is None:  # one shared, pre-stamped Status per taint
-            st = self._rejections[taint] = Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (untolerated_reason(taint),), NAME
-            )
-            if len(self._rejections) > 4096:
-                self._rejections.clear()
-        return st
+        return _UNTOLERATED
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> Mask | bool | None:
         """:meth:`filter` for every snapshot node at once: the pod's tolerations are checked once

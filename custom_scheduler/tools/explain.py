@@ -11,6 +11,10 @@ node is unfit, not only the first.
 
 Semantics worth knowing:
 
+- **A gated pod is not placed**: PreEnqueue (SchedulingGates while ``spec.schedulingGates`` is not
+  empty) runs first, as in the daemon's queue. A pod it rejects is reported as gated, with the
+  plugin's message (``waiting for scheduling gates: [example.com/a]``) and no node verdicts: the
+  daemon makes no scheduling attempt for it (no event, no condition) until the gates are removed.
 - **A bound pod is explained as if unbound**: it is removed from its node first (so its own
   requests do not count against that node), and the answer is where the scheduler would place it
   *now*. When nothing changed since the daemon bound it, the verdict names that node, or a tie set
@@ -49,6 +53,7 @@ from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
 from custom_scheduler.model import Pod, pod_from_json
+from custom_scheduler.plugins import dynamic_resources
 from custom_scheduler.tools import render
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
@@ -109,6 +114,18 @@ class PreemptionPlan:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The PreEnqueue verdict that keeps a pod out of the daemon's active queue."""
+
+    plugin: str
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plugin": self.plugin, "code": self.code, "message": self.message}
+
+
 @dataclass(slots=True)
 class Explanation:
     pod: str
@@ -128,10 +145,16 @@ class Explanation:
     skipped_score: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     preemption: PreemptionPlan | None = None
+    gate: Gate | None = None
+    """Set when PreEnqueue rejects the pod: the daemon never attempts it, so nothing else is run."""
 
     @property
     def schedulable(self) -> bool:
         return self.node is not None
+
+    @property
+    def gated(self) -> bool:
+        return self.gate is not None
 
     @property
     def feasible(self) -> int:
@@ -197,6 +220,7 @@ class Explanation:
                 "message": self.message,
             },
             "preemption": self.preemption.to_dict() if self.preemption else None,
+            "gated": self.gate.to_dict() if self.gate else None,
             "agreesWithBinding": self.agrees,
             "notes": list(self.notes),
             "error": self.error or None,
@@ -246,6 +270,8 @@ def offline_frameworks(
         client=None,
         namespace_labels=state.namespace_labels(),
         default_spread_selector=state.default_spread_selector(),
+        volumes=state.volume_store(),
+        dra=state.dra_store(),
     )
     pdbs = state.pdb_lister()
     for i, f in enumerate(fwks.values()):
@@ -325,6 +351,12 @@ def explain_pod(
     )
     if note:
         ex.notes.append(note)
+    pre = fwk.run_pre_enqueue(pod)
+    if not pre.is_success:
+        # The daemon's queue would hold the pod back: no attempt, so no node verdicts either.
+        ex.gate = Gate(pre.plugin, code_name(pre.code), pre.message)
+        ex.message = pre.message
+        return ex
     algo = Algorithm(
         rng=random.Random(seed),
         percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
@@ -373,6 +405,8 @@ def explain_pod(
         top = ex.scores[0].total if ex.scores else None
         ex.ties = [s.name for s in ex.scores if s.total == top]
         ex.node = result.node
+        # The devices DynamicResources' Filter chose on that node (its Reserve would take them).
+        ex.notes.extend(f"DynamicResources allocates {d}" for d in dynamic_resources.chosen_devices(cs, result.node))
     if len(snap.node_list) >= 100:
         ex.notes.append(
             "Every node was evaluated; on clusters of 100+ nodes the daemon scores only a sample of the "

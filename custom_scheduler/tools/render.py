@@ -143,6 +143,24 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
         out.append("")
         out.extend(wrap_text(f"Error: {d['error']}", width, "  ", first=""))
         return "\n".join(out) + "\n"
+    gate = d.get("gated")
+    if gate:
+        out.append("")
+        out.append("Result: gated (not attempted)")
+        out.extend(wrap_text(gate["message"], width, "  "))
+        out.extend(
+            wrap_text(
+                f"PreEnqueue plugin {gate['plugin']} keeps the pod out of the scheduling queue: the scheduler "
+                "makes no attempt (no event, no PodScheduled condition) until the pod is updated so that "
+                "it passes (for SchedulingGates: every gate removed).",
+                width,
+                "  ",
+                first="",
+            )
+        )
+        for note in d.get("notes") or ():
+            out.extend(wrap_text(note, width, "  ", first="Note: "))
+        return "\n".join(out) + "\n"
 
     # Filters, grouped by (plugin, reason).
     out.append("")
@@ -160,7 +178,7 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
         out.extend(wrap_text(text, width, " " * (5 + count_w + 2), first=f"  {mark}{label}  "))
         out.extend(wrap_words(names, width, " " * (5 + count_w + 2)))
     if d.get("skipped", {}).get("filter"):
-        out.append(f"  (skipped by PreFilter: {', '.join(d['skipped']['filter'])})")
+        out.extend(wrap_text(f"(skipped by PreFilter: {', '.join(d['skipped']['filter'])})", width, "   ", first="  "))
 
     if wide:
         out.append("")
@@ -231,7 +249,12 @@ def _top_word(res: Mapping[str, Any]) -> str:
 
 
 def _filter_matrix(d: Mapping[str, Any], width: int) -> list[str]:
-    plugins = list(d["filterPlugins"])
+    # A plugin that PreFilter skipped on every node (listed above) would be a column of "skip".
+    plugins = [
+        p
+        for p in d["filterPlugins"]
+        if any(f["plugin"] == p and f["verdict"] != "skip" for n in d["nodes"] for f in n.get("filters") or ())
+    ]
     names = short_names(plugins)
     out = ["Filter verdicts per node (FAIL = the failure the scheduler reports, fail = also fails,"]
     out.append("ok = passes, skip = skipped after PreFilter, - = not run)")
@@ -294,7 +317,8 @@ def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
         f"Simulated {plural(s['pods'], 'pod')} on {plural(s['nodes'], 'node')} ({d['cluster']}), "
         f"profile {d['profile']}, seed {d['seed']}: {s['placed']} placed, {s['unschedulable']} unschedulable"
         + (f", {s['errors']} errors" if s["errors"] else "")
-        + (f", {s.get('preempted', 0)} preempted" if s.get("preempted") else ""),
+        + (f", {s.get('preempted', 0)} preempted" if s.get("preempted") else "")
+        + (f", {s['gated']} gated" if s.get("gated") else ""),
         width,
     )
     if d["placements"]:
@@ -313,6 +337,12 @@ def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
         out.append("")
         out.append("Unschedulable")
         for u in d["unschedulablePods"]:
+            out.append(f"  {u['pod']}")
+            out.extend(wrap_text(u["message"], width, "      "))
+    if d.get("gatedPods"):
+        out.append("")
+        out.append("Gated (held back by PreEnqueue: never attempted)")
+        for u in d["gatedPods"]:
             out.append(f"  {u['pod']}")
             out.extend(wrap_text(u["message"], width, "      "))
     if d.get("preempted"):
@@ -377,6 +407,7 @@ def simulation_html(d: Mapping[str, Any]) -> str:
         f"{s['pods']} pods on {s['nodes']} nodes: <b>{s['placed']} placed</b>, "
         f'<span class="{"bad" if s["unschedulable"] else "muted"}">{s["unschedulable"]} unschedulable</span>'
         + (f', <span class="bad">{s["errors"]} errors</span>' if s["errors"] else "")
+        + (f', <span class="muted">{s["gated"]} gated</span>' if s.get("gated") else "")
         + "</p>",
         "<h2>Node utilisation (requested / allocatable)</h2>",
         f'<p class="legend"><span style="background:{_BEFORE}"></span>before'
@@ -403,8 +434,12 @@ def simulation_html(d: Mapping[str, Any]) -> str:
             f"<tr><td>{e(p['pod'])}</td><td>{e(p['node'])}</td><td>{e(p['by'])}</td></tr>" for p in d["preempted"]
         )
         parts.append("</table>")
-    for title, key in (("Unschedulable pods", "unschedulablePods"), ("Errors", "errorPods")):
-        if d[key]:
+    for title, key in (
+        ("Unschedulable pods", "unschedulablePods"),
+        ("Gated pods (never attempted)", "gatedPods"),
+        ("Errors", "errorPods"),
+    ):
+        if d.get(key):
             parts.append(f"<h2>{title}</h2><table><tr><th>Pod</th><th>Reason</th></tr>")
             parts.extend(f"<tr><td>{e(u['pod'])}</td><td>{e(u['message'])}</td></tr>" for u in d[key])
             parts.append("</table>")

@@ -14,6 +14,10 @@ unschedulable queue, and is retried when a later placement may have made it sche
 ``AssignedPodAdd`` event moves only pods with pod (anti-)affinity or topology spread constraints,
 since a new pod frees nothing. Such a retry is queued behind the pods not yet tried.
 
+A pod that PreEnqueue rejects (SchedulingGates: ``spec.schedulingGates`` not empty) is *gated*: as
+in the daemon's queue it is never attempted, holds no room and is reported with the plugin's
+message. Nothing in a simulation removes a gate, so it stays gated.
+
 Where the daemon and a simulation can differ, by design:
 
 - **Ties**: equal top scores are broken uniformly at random (reservoir sampling). ``--seed`` fixes
@@ -132,7 +136,7 @@ class Outcome:
 
     pod: str
     profile: str
-    result: str = "pending"  # scheduled | unschedulable | preempted | error
+    result: str = "pending"  # scheduled | unschedulable | preempted | error | gated
     node: str = ""
     score: int | None = None
     ties: list[str] = field(default_factory=list)
@@ -164,6 +168,7 @@ class SimulationResult:
         before = {u.node: u for u in self.before}
         unsched = [o for o in self.outcomes if o.result == "unschedulable"]
         errors = [o for o in self.outcomes if o.result == "error"]
+        gated = [o for o in self.outcomes if o.result == "gated"]
         return {
             "cluster": self.cluster,
             "profile": self.profile,
@@ -175,6 +180,7 @@ class SimulationResult:
                 "unschedulable": len(unsched),
                 "errors": len(errors),
                 "preempted": len(self.preempted),
+                "gated": len(gated),
             },
             "placements": [
                 {
@@ -189,6 +195,7 @@ class SimulationResult:
                 for o in self.placements
             ],
             "unschedulablePods": [{"pod": o.pod, "message": o.message, "attempts": o.attempts} for o in unsched],
+            "gatedPods": [{"pod": o.pod, "message": o.message} for o in gated],
             "preempted": [{"pod": p.pod, "node": p.node, "by": p.by} for p in self.preempted],
             "errorPods": [{"pod": o.pod, "message": o.message, "attempts": o.attempts} for o in errors],
             "utilisation": [
@@ -301,9 +308,14 @@ def simulate(
             if not nominator[node]:
                 del nominator[node]
 
-    for p in pods:
-        enqueue(p)
     outcomes = {p.uid: Outcome(p.key, chosen[p.uid].profile_name) for p in pods}
+    for p in pods:
+        # PreEnqueue, as the daemon's queue runs it: a gated pod never enters the active queue.
+        pre = chosen[p.uid].run_pre_enqueue(p)
+        if pre.is_success:
+            enqueue(p)
+        else:
+            outcomes[p.uid].result, outcomes[p.uid].message = "gated", pre.message
     waiting: dict[str, Pod] = {}  # the unschedulable queue
     preempted: list[Preemption] = []
     placed = 0

@@ -21,6 +21,9 @@ offline tools see what the daemon sees.
     replicationControllers: [...]  # default constraints spread the pods one workload selects);
     replicaSets: [...]             # the same for these three
     statefulSets: [...]
+    resourceSlices: [...]          # DRA: the devices drivers publish, DeviceClasses and
+    deviceClasses: [...]           # ResourceClaims (allocated ones mark their devices used)
+    resourceClaims: [...]
 
 Every section is optional: a snapshot written before the workload sections existed still loads, and
 its pods are then spread as if no workload selected them.
@@ -68,6 +71,24 @@ _WORKLOAD_SECTIONS = {
     "statefulSets": "StatefulSet",
 }
 _WORKLOAD_KINDS = frozenset(_WORKLOAD_SECTIONS.values())
+#: The storage objects the volume plugins read (section → kind), and where the API serves them.
+_STORAGE_SECTIONS = {
+    "persistentVolumes": "PersistentVolume",
+    "persistentVolumeClaims": "PersistentVolumeClaim",
+    "storageClasses": "StorageClass",
+    "csiNodes": "CSINode",
+    "csiDrivers": "CSIDriver",
+    "csiStorageCapacities": "CSIStorageCapacity",
+    "volumeAttachments": "VolumeAttachment",
+}
+_STORAGE_KINDS = frozenset(_STORAGE_SECTIONS.values())
+#: The DRA objects DynamicResources reads (section → kind), all served at resource.k8s.io/v1.
+_DRA_SECTIONS = {
+    "resourceSlices": "ResourceSlice",
+    "deviceClasses": "DeviceClass",
+    "resourceClaims": "ResourceClaim",
+}
+_DRA_KINDS = frozenset(_DRA_SECTIONS.values())
 _SECTION_KINDS = {
     "nodes": "Node",
     "pods": "Pod",
@@ -75,6 +96,8 @@ _SECTION_KINDS = {
     "priorityClasses": "PriorityClass",
     "podDisruptionBudgets": "PodDisruptionBudget",
     **_WORKLOAD_SECTIONS,
+    **_STORAGE_SECTIONS,
+    **_DRA_SECTIONS,
 }
 #: apiVersion of the kinds not in the core group (the rest are ``v1``).
 _API_VERSIONS = {
@@ -82,6 +105,12 @@ _API_VERSIONS = {
     "PodDisruptionBudget": "policy/v1",
     "ReplicaSet": "apps/v1",
     "StatefulSet": "apps/v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
+    "CSIDriver": "storage.k8s.io/v1",
+    "CSIStorageCapacity": "storage.k8s.io/v1",
+    "VolumeAttachment": "storage.k8s.io/v1",
+    **dict.fromkeys(_DRA_KINDS, "resource.k8s.io/v1"),
 }
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -110,6 +139,8 @@ class ClusterState:
     priority_classes: list[JSONDict] = field(default_factory=list)
     pdbs: list[JSONDict] = field(default_factory=list)
     workloads: list[JSONDict] = field(default_factory=list)  # Services, RCs, ReplicaSets, StatefulSets
+    storage: list[JSONDict] = field(default_factory=list)  # PVs, PVCs, StorageClasses, CSI objects
+    dra: list[JSONDict] = field(default_factory=list)  # ResourceSlices, DeviceClasses, ResourceClaims
     source: str = ""
     warnings: list[str] = field(default_factory=list)  # what could not be read (the tools print them)
 
@@ -139,6 +170,36 @@ class ClusterState:
         """The Handle's PDB lister over this state's PodDisruptionBudgets (preemption reads them)."""
         parsed = [pdb_from_json(d) for d in self.pdbs]
         return lambda: list(parsed)
+
+    def volume_store(self) -> Any:
+        """A :class:`~custom_scheduler.framework.volumes.VolumeStore` of this state's storage
+        objects, as the daemon's informers fill it (the volume plugins read it offline)."""
+        from custom_scheduler.core.informers import VOLUME_RESOURCES
+        from custom_scheduler.framework.volumes import VolumeStore
+
+        store = VolumeStore()
+        by_kind = {kind: project for kind, _, project in VOLUME_RESOURCES}
+        for doc in self.storage:
+            store.put(
+                doc["kind"],
+                by_kind[doc["kind"]](_in_default_namespace(doc) if doc["kind"] == "PersistentVolumeClaim" else doc),
+            )
+        node_labels = {_meta(n).get("name", ""): dict(_meta(n).get("labels") or {}) for n in self.nodes}
+        store.node_labels = node_labels.get
+        return store
+
+    def dra_store(self) -> Any:
+        """A :class:`~custom_scheduler.framework.dra.DRAStore` of this state's DRA objects, as the
+        daemon's informers fill it (claims' allocations mark their devices as in use)."""
+        from custom_scheduler.core.informers import DRA_RESOURCES
+        from custom_scheduler.framework.dra import DRAStore
+
+        store = DRAStore()
+        by_kind = {kind: project for kind, _, project in DRA_RESOURCES}
+        for doc in self.dra:
+            kind = doc["kind"]
+            store.put(kind, by_kind[kind](_in_default_namespace(doc) if kind == "ResourceClaim" else doc))
+        return store
 
     def default_spread_selector(self) -> Callable[[Pod], labels.Selector | None]:
         """The Handle's workload-selector lookup over this state's Services, ReplicationControllers,
@@ -313,6 +374,10 @@ def load_cluster(path: str) -> ClusterState:
             state.pdbs.append(obj)
         elif kind in _WORKLOAD_KINDS:
             state.workloads.append(obj)
+        elif kind in _STORAGE_KINDS:
+            state.storage.append(obj)
+        elif kind in _DRA_KINDS:
+            state.dra.append(obj)
     if not state.nodes:
         raise ToolError(f"cluster snapshot {path}: no Node objects found")
     names = [_meta(n)["name"] for n in state.nodes]
@@ -391,7 +456,39 @@ def fetch_live(client: Any) -> ClusterState:
         pdbs = []
     state.pdbs = [_with_kind(b, "PodDisruptionBudget") for b in pdbs]
     _fetch_workloads(client, state)
+    _fetch_storage(client, state)
+    _fetch_dra(client, state)
     return state
+
+
+def _fetch_dra(client: Any, state: ClusterState) -> None:
+    """Add ResourceSlices, DeviceClasses and ResourceClaims; a kind that cannot be listed (no
+    RBAC, or a server without resource.k8s.io/v1) is skipped with a warning."""
+    from custom_scheduler.core.informers import DRA_RESOURCES
+    from custom_scheduler.kube import errors as kerrors
+
+    for kind, path, _ in DRA_RESOURCES:
+        try:
+            items = list_all(client, path)
+        except kerrors.KubeError as e:
+            state.warnings.append(f"cannot list {path.rsplit('/', 1)[1]} ({e}); DynamicResources sees none")
+            continue
+        state.dra.extend(_with_kind(o, kind) for o in items)
+
+
+def _fetch_storage(client: Any, state: ClusterState) -> None:
+    """Add PVs, PVCs, StorageClasses and CSI objects; a kind that cannot be listed is skipped with
+    a warning (the volume plugins then see none of it, as a daemon without that RBAC would)."""
+    from custom_scheduler.core.informers import VOLUME_RESOURCES
+    from custom_scheduler.kube import errors as kerrors
+
+    for kind, path, _ in VOLUME_RESOURCES:
+        try:
+            items = list_all(client, path)
+        except kerrors.KubeError as e:
+            state.warnings.append(f"cannot list {path.rsplit('/', 1)[1]} ({e}); the volume plugins see none")
+            continue
+        state.storage.extend(_with_kind(o, kind) for o in items)
 
 
 def _fetch_workloads(client: Any, state: ClusterState) -> None:
@@ -548,7 +645,32 @@ def snapshot_document(state: ClusterState) -> JSONDict:
         "priorityClasses": pcs,
         "podDisruptionBudgets": pdbs,
         **_workload_sections(state),
+        **_storage_sections(state),
+        **_dra_sections(state),
     }
+
+
+def strip_storage(doc: Mapping[str, Any]) -> JSONDict:
+    """A storage object without managedFields (everything else may matter to a volume plugin)."""
+    out = copy.deepcopy(dict(doc))
+    out.get("metadata", {}).pop("managedFields", None)
+    return out
+
+
+def _storage_sections(state: ClusterState) -> JSONDict:
+    def key(o: Mapping[str, Any]) -> tuple[str, str]:
+        return (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+
+    objs = sorted((strip_storage(o) for o in state.storage), key=key)
+    return {section: [o for o in objs if o["kind"] == kind] for section, kind in _STORAGE_SECTIONS.items()}
+
+
+def _dra_sections(state: ClusterState) -> JSONDict:
+    def key(o: Mapping[str, Any]) -> tuple[str, str]:
+        return (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+
+    objs = sorted((strip_storage(o) for o in state.dra), key=key)
+    return {section: [o for o in objs if o["kind"] == kind] for section, kind in _DRA_SECTIONS.items()}
 
 
 def dump_yaml(doc: Any) -> str:

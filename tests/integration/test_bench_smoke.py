@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bench import run as bench_run
+from bench import workloads as bench_workloads
 from custom_scheduler.devenv.controlplane import ControlPlane
 
 pytestmark = pytest.mark.timeout(180)
@@ -90,3 +91,63 @@ def test_placement_checks_catch_each_violation() -> None:
     demand = sum(int(p["spec"]["containers"][0]["resources"]["requests"][workloads.GPU]) for p in gpods)
     expected = 1 if demand > 8 else 0
     assert workloads.placement(gw.nodes, gpods)["violations"]["resources"] == expected
+
+
+def test_smoke_dra_workload_both_schedulers_allocate_every_claim(control_plane: ControlPlane) -> None:
+    """``--workload dra`` at a small size: both schedulers (kube-scheduler with DynamicResources
+    enabled) bind every pod, and every GPU pod's claim is allocated a distinct device on its node."""
+    opts = bench_run.Options(nodes=50, pods=200, workload="dra", schedulers=["custom", "kube"], stall=20.0)
+    assert "DynamicResources" not in bench_run.kube_matched_plugins("dra")
+    assert "DynamicResources" in bench_run.kube_matched_plugins("plain")
+    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
+    for which in ("custom", "kube"):
+        r = report["results"][which]
+        assert r["bound"] == 200, f"{which} bound {r['bound']}/200; log tail:\n{r.get('log_tail', '')}"
+        assert r["classes"]["gpu"] > 100
+        v = r["placement"]["violations"]
+        assert set(bench_workloads.DRA_CHECKS) <= v.keys()
+        assert r["placement"]["violations_total"] == 0, v
+
+
+def test_dra_placement_checks_catch_each_violation() -> None:
+    """The DRA checks flag a device allocated twice, a device off its pod's node and a bound pod
+    whose claim is not reserved for it (no API server needed)."""
+    from bench import workloads
+
+    wl = workloads.dra(4, 4, "d")
+    gpu_nodes = [s["spec"]["nodeName"] for s in wl.slices]
+    assert len(gpu_nodes) == 2
+    pods = workloads.for_scheduler(wl.pods, "x", "ns")
+    gpods = [p for p in pods if p["spec"].get("resourceClaims")]
+    assert len(gpods) >= 3
+
+    def claim(pod: dict[str, Any], node: str, device: str) -> dict[str, Any]:
+        name = pod["metadata"]["name"]
+        pod["metadata"]["uid"] = f"uid-{name}"
+        pod["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]}
+        results = [{"request": "gpu", "driver": workloads.DRA_DRIVER, "pool": node, "device": device}]
+        return {
+            "metadata": {"name": f"{name}-gpu"},
+            "status": {
+                "allocation": {"devices": {"results": results}},
+                "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-{name}"}],
+            },
+        }
+
+    a, b = gpu_nodes
+    for p in gpods[:3]:
+        p["spec"]["nodeName"] = a
+    claims = [claim(gpods[0], a, "gpu-0"), claim(gpods[1], a, "gpu-0"), claim(gpods[2], b, "gpu-1")]
+    claims[2]["status"]["reservedFor"] = []  # allocated, but not reserved for its pod
+    gpods[2]["spec"]["nodeName"] = b
+    got = workloads.placement(wl.nodes, pods, claims, wl.slices)["violations"]
+    assert {k: got[k] for k in workloads.DRA_CHECKS} == {
+        "dra_double_allocation": 1,
+        "dra_wrong_node": 0,
+        "dra_unallocated": 1,
+    }
+    claims[2]["status"]["reservedFor"] = [{"resource": "pods", "name": gpods[2]["metadata"]["name"], "uid": "uid-x"}]
+    gpods[2]["spec"]["nodeName"] = a  # its device is on b
+    gpods[2]["metadata"]["uid"] = "uid-x"
+    got = workloads.placement(wl.nodes, pods, claims, wl.slices)["violations"]
+    assert (got["dra_wrong_node"], got["dra_unallocated"]) == (1, 0)

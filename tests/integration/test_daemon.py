@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,9 +22,13 @@ from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.metrics import Metrics
+from tests import secure
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
 from tests.kubectl import SCHEDULER_USER, apply_rbac, scheduler_config_text
+
+# Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
+pytestmark = pytest.mark.smoke
 
 
 @dataclass
@@ -34,14 +37,11 @@ class Replica:
     metrics: Metrics
     thread: threading.Thread
     result: list[int]
+    token: str = ""  # for /metrics, which needs a token the API server authorizes (the admin's)
 
     def get(self, path: str) -> tuple[int, str]:
-        url = f"http://127.0.0.1:{self.app.health_port}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        status, body, _ = secure.get(f"https://127.0.0.1:{self.app.health_port}{path}", token=self.token or None)
+        return status, body.decode()
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def replicas(control_plane: ControlPlane) -> Iterator[Callable[..., Replica]]:
             daemon=True,
         )
         t.start()
-        r = Replica(app, metrics, t, result)
+        r = Replica(app, metrics, t, result, token=control_plane.admin_token)
         started.append(r)
         cluster.wait_for(lambda: app.health_port, timeout=10, what="health server")
         return r

@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
+from custom_scheduler import quantity
 from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors, quantity
+from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.tools import main
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod

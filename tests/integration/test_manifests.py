@@ -66,7 +66,7 @@ def test_configmap_holds_a_valid_scheduler_config(tmp_path: Path) -> None:
 
 
 def test_deployment_runs_the_configmap_config_and_probes_the_health_port() -> None:
-    """``--config`` points into the mounted ConfigMap; probes use healthzBindAddress's port over HTTP."""
+    """``--config`` points into the mounted ConfigMap; probes use healthzBindAddress's port over HTTPS."""
     cfg = config.load_config(k.scheduler_config_text(), full_registry())
     port = int(cfg.healthz_bind_address.rpartition(":")[2])
     spec = _deployment()["spec"]["template"]["spec"]
@@ -81,7 +81,7 @@ def test_deployment_runs_the_configmap_config_and_probes_the_health_port() -> No
     assert container["args"][0] == "run"
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = container[probe]["httpGet"]
-        assert (get["path"], get["port"], get["scheme"]) == (path, port, "HTTP")
+        assert (get["path"], get["port"], get["scheme"]) == (path, port, "HTTPS")
 
 
 def test_deployment_is_hardened_and_highly_available() -> None:
@@ -133,9 +133,9 @@ def test_sample_pod_asks_for_custom_scheduler() -> None:
 # -- the API server accepts them ------------------------------------------------------------------
 
 
-def test_kubectl_apply_k_is_accepted_by_the_api_server(control_plane: ControlPlane, kube: KubeClient) -> None:
+def test_kubectl_apply_k_is_accepted_by_the_api_server(control_plane: ControlPlane) -> None:
     """``kubectl apply -k manifests/ --dry-run=server`` creates every object (dry run)."""
-    expected = {(d["kind"], d["metadata"]["name"]) for d in k.rendered_manifests(control_plane, kube)}
+    expected = {(d["kind"], d["metadata"]["name"]) for d in k.rendered_manifests(control_plane)}
     assert {kind for kind, _ in expected} == {
         "ServiceAccount",
         "ClusterRole",
@@ -144,30 +144,19 @@ def test_kubectl_apply_k_is_accepted_by_the_api_server(control_plane: ControlPla
         "RoleBinding",
         "ConfigMap",
         "Deployment",
+        "Service",
         "PodDisruptionBudget",
     }
     proc = k.kubectl(control_plane, "apply", "-k", str(k.MANIFESTS), "--dry-run=server", check=False)
+    assert proc.returncode == 0, proc.stderr
     applied = set(re.findall(r"^([\w.]+)/(\S+) \w+ \(server dry run\)$", proc.stdout, flags=re.MULTILINE))
     applied_kinds = {(kind.split(".", 1)[0], name) for kind, name in applied}
-    if k.server_has_policy_v1(kube):
-        assert proc.returncode == 0, proc.stderr
-        assert len(applied_kinds) == len(expected), proc.stdout
-        return
-    # The session's 1.20 API server has no policy/v1 (added in 1.21): kubectl applies every other
-    # object and reports only the PDB as unknown. The PDB is then checked as policy/v1beta1, which
-    # has the same fields for what pdb.yaml uses.
-    assert proc.returncode != 0
-    assert "PodDisruptionBudget" in proc.stderr
-    assert "policy/v1" in proc.stderr
-    assert len(applied_kinds) == len(expected) - 1, proc.stdout
-    pdb = [d for d in k.rendered_manifests(control_plane, kube) if d["kind"] == "PodDisruptionBudget"]
-    assert pdb[0]["apiVersion"] == "policy/v1beta1"
-    out = k.apply_docs(control_plane, pdb, dry_run=True, server_side=False)
-    assert "poddisruptionbudget.policy/custom-scheduler created (server dry run)" in out
+    assert len(applied_kinds) == len(expected), proc.stdout
+    assert ("poddisruptionbudget", "custom-scheduler") in applied_kinds  # policy/v1, whole
 
 
 def test_system_cluster_critical_priority_class_exists(kube: KubeClient) -> None:
-    """The Deployment's priorityClassName is one the API server creates at start-up (1.20 too)."""
+    """The Deployment's priorityClassName is one the API server creates at start-up."""
     pc = kube.get("/apis/scheduling.k8s.io/v1/priorityclasses/system-cluster-critical")
     assert pc["value"] == 2000000000
 
@@ -218,7 +207,7 @@ def test_service_account_can_do_what_the_scheduler_does(
 ) -> None:
     """List/watch pods, nodes, namespaces and PDBs; bind; patch pod status; events; delete (preempt)."""
     sa = as_scheduler
-    pdb_group = "policy/v1" if k.server_has_policy_v1(kube) else "policy/v1beta1"
+    pdb_group = "policy/v1"
     for path in ("/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces", f"/apis/{pdb_group}/poddisruptionbudgets"):
         assert "items" in sa.get(path, {"limit": 1}), path
     for resource, group in (("pods", ""), ("nodes", ""), ("namespaces", ""), ("poddisruptionbudgets", "policy")):
@@ -283,6 +272,115 @@ def test_service_account_can_do_what_the_scheduler_does(
 
     # Preemption deletes victims.
     sa.delete(pod_path(namespace, "unschedulable"))
+
+
+def test_service_account_reads_storage_and_updates_only_pvs_and_pvcs(
+    as_scheduler: KubeClient, kube: KubeClient, namespace: str
+) -> None:
+    """The volume plugins: list/watch PVs, PVCs, StorageClasses, CSINodes, CSIDrivers,
+    CSIStorageCapacities and VolumeAttachments; update a PV (claimRef) and a PVC (selected-node);
+    nothing else."""
+    sa = as_scheduler
+    for path in (
+        "/api/v1/persistentvolumes",
+        "/api/v1/persistentvolumeclaims",
+        "/apis/storage.k8s.io/v1/storageclasses",
+        "/apis/storage.k8s.io/v1/csinodes",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
+        "/apis/storage.k8s.io/v1/volumeattachments",
+    ):
+        assert "items" in sa.get(path, {"limit": 1}), path
+    for resource, group in (
+        ("persistentvolumes", ""),
+        ("persistentvolumeclaims", ""),
+        ("storageclasses", "storage.k8s.io"),
+        ("csinodes", "storage.k8s.io"),
+        ("csidrivers", "storage.k8s.io"),
+        ("csistoragecapacities", "storage.k8s.io"),
+        ("volumeattachments", "storage.k8s.io"),
+    ):
+        assert _can(sa, "watch", resource, group=group), resource
+    name = f"rbac-pv-{uuid.uuid4().hex[:6]}"
+    pv = kube.post(
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "rbac-none",
+                "hostPath": {"path": "/tmp/rbac"},
+            },
+        },
+    )
+    pvc = kube.post(
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "claim"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "rbac-none",
+                "resources": {"requests": {"storage": "2Gi"}},  # bigger than the PV: the PV binder leaves both
+            },
+        },
+    )
+    pvc_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/claim"
+    try:
+        pvc = kube.get(pvc_path)
+        pvc["metadata"].setdefault("annotations", {})["volume.kubernetes.io/selected-node"] = "somewhere"
+        sa.put(pvc_path, pvc)
+        pv = kube.get(f"/api/v1/persistentvolumes/{name}")
+        pv["spec"]["claimRef"] = {"namespace": namespace, "name": "claim", "uid": pvc["metadata"]["uid"]}
+        sa.put(f"/api/v1/persistentvolumes/{name}", pv)
+        _forbidden(lambda: sa.delete(f"/api/v1/persistentvolumes/{name}"))
+        _forbidden(lambda: sa.post(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", pvc))
+        _forbidden(lambda: sa.patch(pvc_path, {}))
+        assert not _can(sa, "create", "persistentvolumes")
+        assert not _can(sa, "update", "storageclasses", group="storage.k8s.io")
+        for verb in ("get", "create", "update", "patch", "delete"):
+            assert not _can(sa, verb, "volumeattachments", group="storage.k8s.io"), verb
+        assert not _can(sa, "update", "volumeattachments", group="storage.k8s.io", sub="status")
+    finally:
+        kube.delete(f"/api/v1/persistentvolumes/{name}")
+
+
+def test_service_account_reads_dra_objects_and_writes_only_claims(
+    as_scheduler: KubeClient, kube: KubeClient, namespace: str
+) -> None:
+    """DynamicResources: list/watch ResourceSlices and DeviceClasses; get/list/watch ResourceClaims,
+    update one (PreBind's finalizer) and its status (allocation, reservedFor); nothing else."""
+    sa = as_scheduler
+    api = "/apis/resource.k8s.io/v1"
+    for path in (f"{api}/resourceslices", f"{api}/deviceclasses", f"{api}/resourceclaims"):
+        assert "items" in sa.get(path, {"limit": 1}), path
+    for resource in ("resourceslices", "deviceclasses", "resourceclaims"):
+        assert _can(sa, "watch", resource, group="resource.k8s.io"), resource
+    claims = f"{api}/namespaces/{namespace}/resourceclaims"
+    exactly = {"deviceClassName": "rbac-none"}
+    kube.post(
+        claims, {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}]}}}
+    )
+    claim = sa.get(f"{claims}/c")
+    claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    claim = sa.put(f"{claims}/c", claim)
+    claim["status"] = {"reservedFor": []}
+    sa.put(f"{claims}/c/status", claim)
+    _forbidden(lambda: sa.delete(f"{claims}/c"))
+    _forbidden(lambda: sa.post(claims, claim))
+    _forbidden(lambda: sa.patch(f"{claims}/c/status", {}))
+    for verb in ("get", "create", "update", "patch", "delete"):
+        assert not _can(sa, verb, "resourceslices", group="resource.k8s.io"), verb
+        assert not _can(sa, verb, "deviceclasses", group="resource.k8s.io"), verb
+    assert not _can(sa, "create", "resourceclaimtemplates", group="resource.k8s.io", namespace=namespace)
+    assert not _can(sa, "list", "resourceclaimtemplates", group="resource.k8s.io")
+    claim = kube.get(f"{claims}/c")
+    claim["metadata"]["finalizers"] = []
+    kube.put(f"{claims}/c", claim)
 
 
 def test_service_account_holds_its_own_lease(as_scheduler: KubeClient, kube: KubeClient) -> None:
@@ -360,16 +458,18 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
 
 
 def test_image_install_steps_work_in_a_clean_venv(tmp_path: Path) -> None:
-    """What the Dockerfile does, minus the container: build the wheel, install it, run the entrypoint.
+    """What the Dockerfile does, minus the container: locked wheels, our wheel, the entrypoint.
 
     No container runtime runs here, so this repeats the two stages: copy only what .dockerignore
-    lets into the build context, ``pip wheel`` it (isolated build, as in the builder stage), install
-    the wheel into a fresh venv (dependencies from the package index), then run
+    lets into the build context; download every dependency from ``requirements.lock`` with
+    ``--require-hashes --only-binary=:all:``; build our wheel with the build backend from
+    ``requirements-build.lock`` (no build isolation); install the lock offline into a fresh venv,
+    then our wheel with ``--no-deps``; ``pip check`` proves the lock is complete; then run
     ``custom-scheduler check-config`` on the ConfigMap's config through the console script.
     """
     context = tmp_path / "context"
     context.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "requirements.lock", "requirements-build.lock"):
         shutil.copy2(REPO_ROOT / name, context / name)
     shutil.copytree(
         REPO_ROOT / "custom_scheduler", context / "custom_scheduler", ignore=shutil.ignore_patterns("__pycache__")
@@ -379,14 +479,51 @@ def test_image_install_steps_work_in_a_clean_venv(tmp_path: Path) -> None:
     def run(*argv: object) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, check=False)
 
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", wheels, context)
+    locked = ("--require-hashes", "--no-deps", "--only-binary=:all:")
+    builder = tmp_path / "builder"
+    assert run(sys.executable, "-m", "venv", builder).returncode == 0
+    downloaded = run(
+        builder / "bin" / "python",
+        "-m",
+        "pip",
+        "download",
+        *locked,
+        "--dest",
+        wheels,
+        "-r",
+        context / "requirements.lock",
+    )
+    assert downloaded.returncode == 0, downloaded.stderr[-3000:]
+    backend = run(
+        builder / "bin" / "python", "-m", "pip", "install", *locked, "-r", context / "requirements-build.lock"
+    )
+    assert backend.returncode == 0, backend.stderr[-3000:]
+    built = run(
+        builder / "bin" / "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--wheel-dir",
+        wheels,
+        context,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("custom_scheduler-*.whl")
     venv = tmp_path / "venv"
     made = run(sys.executable, "-m", "venv", venv)
     assert made.returncode == 0, made.stderr
-    installed = run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel)
+    pip = (venv / "bin" / "python", "-m", "pip")
+    offline = ("--no-index", f"--find-links={wheels}")
+    installed = run(
+        *pip, "install", "--quiet", *offline, "--require-hashes", "--no-deps", "-r", context / "requirements.lock"
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
+    ours = run(*pip, "install", "--quiet", *offline, "--no-deps", wheel)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    checked_deps = run(*pip, "check")
+    assert checked_deps.returncode == 0, checked_deps.stdout
     entrypoint = venv / "bin" / "custom-scheduler"
     assert entrypoint.exists()
     cfg = tmp_path / "scheduler-config.yaml"
@@ -394,6 +531,130 @@ def test_image_install_steps_work_in_a_clean_venv(tmp_path: Path) -> None:
     checked = run(entrypoint, "check-config", cfg)
     assert checked.returncode == 0, checked.stderr
     assert yaml.safe_load(checked.stdout)["leaderElection"]["leaderElect"] is True
-    # The metrics and health modules import in the installed package (prometheus-client is a dependency).
-    imported = run(venv / "bin" / "python", "-c", "import custom_scheduler.health, custom_scheduler.leader")
+    # The metrics, health and serving modules import in the installed package (their dependencies,
+    # prometheus-client and cryptography, came from the lock), and a self-signed pair can be made.
+    imported = run(
+        venv / "bin" / "python",
+        "-c",
+        "import custom_scheduler.health, custom_scheduler.leader, custom_scheduler.serving as s;"
+        " s.ServingCerts.self_signed()",
+    )
     assert imported.returncode == 0, imported.stderr
+
+
+# -- secure serving and the supply chain (issue 19) -------------------------------------------------
+
+
+def test_service_and_service_monitor_select_the_scheduler_pods() -> None:
+    """The headless Service's selector and port name are what the pods have and the ServiceMonitor
+    scrapes (https, /metrics, the port name); the Deployment names the port the same way."""
+    (svc,) = _docs("service.yaml")
+    (monitor,) = _docs("servicemonitor.yaml")
+    dep = _deployment()
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    (port,) = svc["spec"]["ports"]
+    assert svc["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == dep["spec"]["template"]["metadata"]["labels"]
+    assert (port["name"], port["port"], port["targetPort"]) == ("https-metrics", 10259, "https-metrics")
+    assert {"name": "https-metrics", "containerPort": 10259, "protocol": "TCP"} in container["ports"]
+    assert monitor["spec"]["selector"]["matchLabels"] == svc["metadata"]["labels"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == ("https-metrics", "https", "/metrics")
+    assert endpoint["bearerTokenFile"].endswith("/serviceaccount/token")
+    assert "servicemonitor.yaml" not in (k.MANIFESTS / "kustomization.yaml").read_text().split("resources:")[1]
+
+
+def test_rbac_delegates_authn_authz_and_offers_a_metrics_reader_role() -> None:
+    """The ServiceAccount is bound to system:auth-delegator; the reader role is /metrics get only."""
+    docs = _docs("rbac.yaml")
+    binding = next(d for d in docs if d["metadata"]["name"] == "custom-scheduler-auth-delegator")
+    assert binding["kind"] == "ClusterRoleBinding"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "system:auth-delegator",
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "custom-scheduler", "namespace": "kube-system"}]
+    reader = next(d for d in docs if d["metadata"]["name"] == "custom-scheduler-metrics-reader")
+    assert reader["kind"] == "ClusterRole"
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_service_account_may_review_tokens_and_access_and_nothing_more(as_scheduler: KubeClient) -> None:
+    """What delegated authn/authz needs (create TokenReviews and SubjectAccessReviews), as the SA;
+    system:auth-delegator adds no read access, and the SA itself may not read /metrics."""
+    sa = as_scheduler
+    assert _can(sa, "create", "tokenreviews", group="authentication.k8s.io")
+    assert _can(sa, "create", "subjectaccessreviews", group="authorization.k8s.io")
+    review = sa.post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "not-a-token"}},
+    )
+    assert review["status"].get("authenticated") is not True
+    assert not _can(sa, "list", "tokenreviews", group="authentication.k8s.io")
+    assert not _can(sa, "create", "localsubjectaccessreviews", group="authorization.k8s.io", namespace="default")
+    _forbidden(lambda: sa.get("/metrics"))
+
+
+def test_image_pins_every_dependency_with_hashes() -> None:
+    """requirements.lock pins each package to one version with sha256 hashes, covers every runtime
+    dependency of pyproject.toml at a version its specifier allows, and the Dockerfile installs
+    from it with --require-hashes (and the build backend from requirements-build.lock)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    def pins(name: str) -> dict[str, str]:
+        text = (REPO_ROOT / name).read_text()
+        entries = re.split(r"\n(?=[A-Za-z0-9])", re.sub(r"(?m)^\s*#.*\n", "", text).strip())
+        out = {}
+        for entry in entries:
+            m = re.match(r"([A-Za-z0-9_.-]+)==(\S+) \\", entry)
+            assert m, f"{name}: not pinned: {entry[:80]!r}"
+            assert re.search(r"--hash=sha256:[0-9a-f]{64}", entry), f"{name}: no hash for {m[1]}"
+            out[m[1].lower().replace("_", "-")] = m[2]
+        return out
+
+    runtime = pins("requirements.lock")
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    for spec in project["project"]["dependencies"]:
+        req = Requirement(spec)
+        name = req.name.lower().replace("_", "-")
+        assert name in runtime, f"{name} is not in requirements.lock: run pip-compile (see the Dockerfile)"
+        assert req.specifier.contains(runtime[name]), f"{name}=={runtime[name]} does not satisfy {spec}"
+    build = pins("requirements-build.lock")
+    assert {"setuptools", "wheel"} <= set(build)
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    builder, final = text.split("\nFROM ")[1:3]
+    assert "--require-hashes --no-deps --only-binary=:all:" in builder
+    assert "-r requirements.lock" in builder
+    assert "-r requirements-build.lock" in builder
+    assert "--no-build-isolation" in builder
+    assert "--require-hashes --no-deps -r /wheels/requirements.lock" in final
+    ignore = (REPO_ROOT / ".dockerignore").read_text().split()
+    assert {"!requirements.lock", "!requirements-build.lock"} <= set(ignore)
+
+
+def test_deployment_writes_only_to_an_in_memory_empty_dir() -> None:
+    """Read-only root, RuntimeDefault seccomp (pod and container), no privilege escalation, no
+    capabilities, non-root; /tmp (where the self-signed pair is written to be loaded) is the one
+    writable mount, an in-memory emptyDir; every other mount is read-only."""
+    spec = _deployment()["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    sc = container["securityContext"]
+    assert sc == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    writable = [m for m in container["volumeMounts"] if not m.get("readOnly")]
+    assert [m["mountPath"] for m in writable] == ["/tmp"]
+    assert volumes[writable[0]["name"]]["emptyDir"]["medium"] == "Memory"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"

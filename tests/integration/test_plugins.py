@@ -8,10 +8,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube.client import KubeClient
 from tests.builders import NodeBuilder, make_node, make_pod
+
+# Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
+pytestmark = pytest.mark.smoke
 
 Nodes = Callable[[NodeBuilder], dict[str, Any]]
 CreatePod = Callable[[dict[str, Any]], dict[str, Any]]

@@ -19,8 +19,11 @@ import pytest
 from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube import errors
-from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, pod_path
+from custom_scheduler.kube.client import KubeClient, pod_path
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
+
+# Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
+pytestmark = pytest.mark.smoke
 
 PriorityClasses = Callable[..., str]
 
@@ -172,21 +175,22 @@ def test_pdb_protected_node_is_avoided(
     free = nodes(make_node("free").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
     guarded_name, free_name = guarded["metadata"]["name"], free["metadata"]["name"]
 
-    pdb_path = f"/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets"
+    pdb_path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
     kube.post(
         pdb_path,
         {
-            "apiVersion": "policy/v1beta1",
+            "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": {"name": "db"},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": f"db-{group}"}}},
         },
     )
-    # No disruption controller runs: publish the budget's status ourselves.
-    kube.patch(
-        f"{pdb_path}/db/status",
-        {"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}},
-        MERGE_PATCH_CT,
+    # The real disruption controller publishes the budget's status: minAvailable 1 and no healthy
+    # pod to spare (no kubelet makes the db pod Ready) leave disruptionsAllowed at 0.
+    cluster.wait_for(
+        lambda: kube.get(f"{pdb_path}/db").get("status", {}).get("observedGeneration"),
+        timeout=15,
+        what="the disruption controller to report on the PDB",
     )
     app = start_scheduler()
     cluster.wait_for(
@@ -251,7 +255,7 @@ def test_preemption_policy_never_evicts_nothing(
         timeout=30,
         what="FailedScheduling for polite",
     )
-    assert "preemption: not eligible due to preemptionPolicy=Never.." in failed[0]["note"]
+    assert "preemption: not eligible due to preemptionPolicy=Never." in failed[0]["note"]
     pods = pods_by_name(kube, namespace)
     assert not pods["low"]["metadata"].get("deletionTimestamp")
     assert condition(pods["low"], "DisruptionTarget") is None

@@ -8,14 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from custom_scheduler import config
 from custom_scheduler.app import App
 from custom_scheduler.builtin import full_registry
 from custom_scheduler.core.scheduler import Decision
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.loadmetrics import MetricsServerSource
 from custom_scheduler.reload import ConfigWatcher
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.integration.conftest import MINIMAL_CONFIG
+from tests.unit.test_loadmetrics import FakeMetricsServer
 
 
 def test_shadow_mode_decides_but_never_writes(
@@ -87,3 +90,56 @@ def test_bad_config_edit_is_refused_and_good_one_applies(
     finally:
         stop.set()
     assert watcher.failed == 1
+
+
+def test_reload_that_changes_node_load_args_rebuilds_its_metrics_source(
+    start_scheduler: Callable[..., App],
+) -> None:
+    def with_node_load(args: str) -> str:
+        return (
+            MINIMAL_CONFIG
+            + "  plugins:\n    multiPoint:\n      enabled: [{name: NodeLoad}]\n"
+            + f"  pluginConfig:\n  - name: NodeLoad\n    args: {{{args}}}\n"
+        )
+
+    with FakeMetricsServer() as first, FakeMetricsServer() as second:
+        first.set("n1", "1", "1Gi")
+        second.set("n1", "2", "1Gi")
+        app = start_scheduler(with_node_load(f"metricsURL: '{first.url}', refreshInterval: 10s"))
+
+        def source() -> MetricsServerSource | None:  # a call, so each read is fresh to the type checker
+            return app.load_metrics
+
+        old = source()
+        assert old is not None
+        assert app.metrics_sources.get() is old
+        cluster.wait_for(lambda: old.get("n1") is not None, timeout=10, what="first refresh")
+
+        # Args that do not change the source (a threshold): the same source keeps running.
+        app.apply_config(
+            config.load_config(
+                with_node_load(f"metricsURL: '{first.url}', refreshInterval: 10s, thresholds: {{cpu: 90}}"),
+                full_registry(),
+            )
+        )
+        assert source() is old
+
+        # A new URL and interval: a new source, started and installed; the old one stopped.
+        app.apply_config(
+            config.load_config(with_node_load(f"metricsURL: '{second.url}', refreshInterval: 1s"), full_registry())
+        )
+        new = source()
+        assert new is not None
+        assert new is not old
+        assert new.interval == 1.0
+        assert app.metrics_sources.get() is new
+        assert old._thread is None  # stopped
+        cluster.wait_for(
+            lambda: (u := new.get("n1")) is not None and u.milli_cpu == 2000, timeout=10, what="new source refresh"
+        )
+
+        # NodeLoad disabled: no source at all.
+        app.apply_config(config.load_config(MINIMAL_CONFIG, full_registry()))
+        assert source() is None
+        assert app.metrics_sources.get() is None
+        assert new._thread is None

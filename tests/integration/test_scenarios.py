@@ -216,7 +216,7 @@ def test_gpu_pods_packed_on_gpu_nodes_and_ordinary_pods_kept_off(
     del plain["spec"]["tolerations"]
     create_pod(plain)
     note = failed_scheduling(kube, namespace, "web-no-toleration")
-    assert "3 node(s) had untolerated taint {nvidia.com/gpu: present}" in note
+    assert "3 node(s) had untolerated taint(s)" in note
     assert app.cache.check_invariants() == []
 
 
@@ -329,14 +329,22 @@ def metrics_server() -> Iterator[FakeMetricsServer]:
 
 
 @pytest.fixture
-def installed_source(metrics_server: FakeMetricsServer) -> Iterator[loadmetrics.MetricsServerSource]:
+def metrics_sources() -> loadmetrics.Sources:
+    """The daemon's NodeLoad sources (handed to App, as an embedding program would)."""
+    return loadmetrics.Sources()
+
+
+@pytest.fixture
+def installed_source(
+    metrics_server: FakeMetricsServer, metrics_sources: loadmetrics.Sources
+) -> Iterator[loadmetrics.MetricsServerSource]:
     """The daemon's metrics source, pointed at the loopback server, installed and refreshing."""
     src = loadmetrics.MetricsServerSource(metrics_server.client(), interval=0.3)
-    loadmetrics.install(src)
+    metrics_sources.install(src)
     src.start()
     yield src
     src.stop()
-    loadmetrics.uninstall()
+    metrics_sources.uninstall()
 
 
 def test_load_aware_steers_a_burst_away_from_busy_nodes(
@@ -345,6 +353,7 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
     example_nodes: Callable[[str], dict[str, str]],
     metrics_server: FakeMetricsServer,
     installed_source: loadmetrics.MetricsServerSource,
+    metrics_sources: loadmetrics.Sources,
     create_pod: CreatePod,
     start_scheduler: Callable[..., App],
 ) -> None:
@@ -354,7 +363,7 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
     metrics_server.set(warm, "4", "16Gi")  # 50%
     metrics_server.set(idle, "0", "0")
     cluster.wait_for(lambda: installed_source.get(idle) is not None, timeout=10, what="first metrics refresh")
-    app = start_scheduler(example_config("load-aware"))
+    app = start_scheduler(example_config("load-aware"), metrics_sources=metrics_sources)
     # The daemon requeues pods a load threshold rejected whenever fresh metrics arrive.
     installed_source.add_listener(
         lambda: app.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={"NodeLoad"})

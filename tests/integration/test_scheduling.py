@@ -6,11 +6,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
+from custom_scheduler import quantity
 from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import quantity
 from custom_scheduler.kube.client import KubeClient, pod_path
 from tests.builders import NodeBuilder, make_node, make_pod
+
+# Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
+pytestmark = pytest.mark.smoke
 
 
 def _bound(kube: KubeClient, namespace: str) -> dict[str, str]:
@@ -99,9 +104,9 @@ def test_unschedulable_pod_reports_reasons_then_binds_when_a_node_fits(
     assert ev["type"] == "Warning"
     assert ev["reportingController"] == "custom-scheduler"
     assert ev["note"] == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu. "
-        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
-        "2 No preemption victims found for incoming pod.."
+        # 4 cpu is more than the small nodes have at all: Unresolvable, so preemption skips them too.
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
     pod = cluster.wait_for(
         lambda: next(

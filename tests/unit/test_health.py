@@ -1,8 +1,11 @@
-"""The health server over real HTTP on a loopback port: probes, readiness gating, /metrics."""
+"""The health server over real HTTPS on a loopback port: probes, readiness gating, /metrics behind
+delegated authentication and authorization (a fake review API here; the real one in
+tests/integration/test_secure_serving.py), plain HTTP refused."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -10,18 +13,29 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from custom_scheduler.delegated_auth import DelegatingAuth
 from custom_scheduler.health import HealthServer, parse_address
 from custom_scheduler.metrics import Metrics
+from custom_scheduler.serving import ServingCerts
+from tests.secure import FakeReviewApi
+from tests.secure import get as _https_get
+
+#: An identity the fake API server authorizes for GET /metrics, one it knows but does not, one in
+#: system:masters (allowed without a SubjectAccessReview).
+READER, NOBODY, MASTER = "reader-token", "nobody-token", "master-token"
 
 
-def _get(url: str, *, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:
-    req = urllib.request.Request(url, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return resp.status, resp.read(), resp.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, e.read(), e.headers.get("Content-Type", "")
+def _api() -> FakeReviewApi:
+    return FakeReviewApi(
+        {READER: ("prometheus", ()), NOBODY: ("nobody", ()), MASTER: ("admin", ("system:masters",))},
+        {("prometheus", "/metrics", "get")},
+    )
+
+
+def _get(
+    url: str, *, method: str = "GET", headers: dict[str, str] | None = None, token: str | None = READER
+) -> tuple[int, bytes, str]:
+    return _https_get(url, method=method, headers=headers, token=token)
 
 
 class Flags:
@@ -40,16 +54,106 @@ def metrics() -> Metrics:
     return Metrics(process_collectors=False)
 
 
+@pytest.fixture(scope="module")
+def certs() -> ServingCerts:
+    return ServingCerts.self_signed(["localhost", "127.0.0.1"])
+
+
 @pytest.fixture
-def server(flags: Flags, metrics: Metrics) -> Iterator[HealthServer]:
-    srv = HealthServer("127.0.0.1:0", lambda: flags.ready, metrics, healthy=lambda: flags.healthy).start()
+def api() -> FakeReviewApi:
+    return _api()
+
+
+@pytest.fixture
+def server(flags: Flags, metrics: Metrics, certs: ServingCerts, api: FakeReviewApi) -> Iterator[HealthServer]:
+    srv = HealthServer(
+        "127.0.0.1:0",
+        lambda: flags.ready,
+        metrics,
+        healthy=lambda: flags.healthy,
+        auth=DelegatingAuth(api),
+        certs=certs,
+    ).start()
     yield srv
     srv.stop()
 
 
+def _server(metrics: Metrics, ready: Callable[[], bool], healthy: Callable[[], bool] = lambda: True) -> HealthServer:
+    return HealthServer("127.0.0.1:0", ready, metrics, healthy, auth=DelegatingAuth(_api()))
+
+
 def test_port_zero_binds_a_free_port(server: HealthServer) -> None:
     assert server.port > 0
-    assert server.url == f"http://127.0.0.1:{server.port}"
+    assert server.url == f"https://127.0.0.1:{server.port}"
+
+
+def test_the_self_signed_certificate_verifies_for_loopback(server: HealthServer, certs: ServingCerts) -> None:
+    """A client that trusts the generated CA verifies the chain and the 127.0.0.1 SAN."""
+    assert _https_get(f"{server.url}/healthz", ca_pem=certs.ca_pem)[:2] == (200, b"ok")
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(f"{server.url}/healthz", timeout=5, context=ssl.create_default_context())
+
+
+@pytest.mark.parametrize(
+    ("path", "token", "status"),
+    [
+        pytest.param("/metrics", None, 401, id="metrics-anonymous"),
+        pytest.param("/metrics", "not-a-token", 401, id="metrics-bad-token"),
+        pytest.param("/metrics", NOBODY, 403, id="metrics-not-authorized"),
+        pytest.param("/metrics", READER, 200, id="metrics-authorized"),
+        pytest.param("/metrics/", READER, 200, id="metrics-trailing-slash"),
+        pytest.param("/metrics", MASTER, 200, id="metrics-system-masters"),
+        pytest.param("/configz", None, 401, id="unknown-path-anonymous"),
+        pytest.param("/configz", NOBODY, 403, id="unknown-path-not-authorized"),
+        pytest.param("/debug/pprof/", MASTER, 404, id="unknown-path-authorized"),
+        pytest.param("/healthz", None, 200, id="healthz-anonymous"),
+        pytest.param("/livez", None, 200, id="livez-anonymous"),
+        pytest.param("/readyz", None, 200, id="readyz-anonymous"),
+        pytest.param("/healthz", "not-a-token", 200, id="healthz-ignores-credentials"),
+    ],
+)
+def test_who_may_see_what(server: HealthServer, flags: Flags, path: str, token: str | None, status: int) -> None:
+    """Probes are open; everything else, unknown paths included, needs an authorized token."""
+    flags.ready = True
+    got, body, content_type = _get(f"{server.url}{path}", token=token)
+    assert got == status, body
+    if status in (401, 403):
+        assert content_type == "application/json"
+        assert b"scheduler_" not in body
+        assert (b'"reason":"Unauthorized"' if status == 401 else b'cannot get path \\"') in body
+
+
+@pytest.mark.parametrize(
+    ("verbs", "status"),
+    [pytest.param({"get"}, 403, id="get-only"), pytest.param({"get", "head"}, 200, id="head-granted")],
+)
+def test_head_is_authorized_as_its_own_verb(
+    server: HealthServer, api: FakeReviewApi, verbs: set[str], status: int
+) -> None:
+    """RequestInfo's verb is the lower-cased method: HEAD /metrics needs ``head``, not ``get``."""
+    api.allowed = {("prometheus", "/metrics", v) for v in verbs}
+    assert _get(f"{server.url}/metrics", method="HEAD")[:2] == (status, b"")
+
+
+def test_plain_http_gets_400_and_no_metrics(server: HealthServer) -> None:
+    """The port speaks TLS only; a plain request gets Go's answer, for any path."""
+    plain = server.url.replace("https://", "http://")
+    for path in ("/metrics", "/healthz"):
+        status, body, _ = _https_get(f"{plain}{path}", token=READER)
+        assert status == 400
+        assert body == b"Client sent an HTTP request to an HTTPS server.\n"
+
+
+def test_a_stalled_connection_does_not_block_others(server: HealthServer) -> None:
+    """Handshakes run on the connection's thread: a client that connects and sends nothing
+    (or half a ClientHello) leaves the accept loop free."""
+    with (
+        socket.create_connection(("127.0.0.1", server.port)) as silent,
+        socket.create_connection(("127.0.0.1", server.port)) as half,
+    ):
+        half.sendall(b"\x16\x03\x01")
+        assert _get(f"{server.url}/healthz", token=None)[0] == 200
+        assert silent.fileno() >= 0
 
 
 def test_readyz_is_503_until_caches_sync_then_200(server: HealthServer, flags: Flags) -> None:
@@ -92,7 +196,7 @@ def test_metrics_negotiates_openmetrics(server: HealthServer) -> None:
 
 
 def test_unknown_path_is_404(server: HealthServer) -> None:
-    assert _get(f"{server.url}/configz")[0] == 404
+    assert _get(f"{server.url}/configz", token=MASTER)[0] == 404
 
 
 def test_head_has_status_but_no_body(server: HealthServer, flags: Flags) -> None:
@@ -105,7 +209,7 @@ def test_a_failing_check_reads_as_not_ready_instead_of_crashing(metrics: Metrics
     def broken() -> bool:
         raise RuntimeError("boom")
 
-    srv = HealthServer("127.0.0.1:0", broken, metrics, healthy=broken).start()
+    srv = _server(metrics, broken, healthy=broken).start()
     try:
         assert _get(f"{srv.url}/readyz")[0] == 503
         assert _get(f"{srv.url}/healthz")[0] == 500
@@ -137,7 +241,7 @@ def test_concurrent_scrapes_are_served(server: HealthServer, flags: Flags) -> No
 
 
 def test_stop_frees_the_port(flags: Flags, metrics: Metrics) -> None:
-    srv = HealthServer("127.0.0.1:0", lambda: True, metrics).start()
+    srv = _server(metrics, lambda: True).start()
     port = srv.port
     srv.stop()
     srv.stop()  # idempotent
@@ -148,7 +252,7 @@ def test_stop_frees_the_port(flags: Flags, metrics: Metrics) -> None:
 
 def test_address_in_use_raises(server: HealthServer, metrics: Metrics) -> None:
     with pytest.raises(OSError, match="in use"):
-        HealthServer(f"127.0.0.1:{server.port}", lambda: True, metrics).start()
+        HealthServer(f"127.0.0.1:{server.port}", lambda: True, metrics, auth=DelegatingAuth(_api())).start()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""loadmetrics: the source registry, StaticSource, and MetricsServerSource against a loopback server
+"""loadmetrics: the sources by name, StaticSource, and MetricsServerSource against a loopback server
 that speaks metrics.k8s.io/v1beta1 (NodeMetricsList), through the real KubeClient."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from custom_scheduler import config, loadmetrics
 from custom_scheduler.builtin import full_registry
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.loadmetrics import MetricsServerSource, NodeUsage, StaticSource
+from custom_scheduler.loadmetrics import MetricsServerSource, NodeUsage, Sources, StaticSource
+from custom_scheduler.plugins import load_aware
 
 
 class FakeMetricsServer:
@@ -209,18 +210,14 @@ def test_listeners_run_after_each_refresh_and_their_errors_are_contained(server:
     assert [e["event"] for e in logs] == ["node_metrics_listener_failed"] * 2
 
 
-def test_stop_uninstalls_itself_only(server: FakeMetricsServer) -> None:
-    name = f"t-{uuid.uuid4().hex}"
-    src = MetricsServerSource(server.client(), interval=10, name=name)
-    loadmetrics.install(src, name)
-    src.start().start()  # idempotent
+def test_start_is_idempotent_and_stop_joins(server: FakeMetricsServer) -> None:
+    src = MetricsServerSource(server.client(), interval=10, name=f"t-{uuid.uuid4().hex}")
+    thread = src.start().start()._thread  # idempotent: one thread
+    assert thread is not None
+    assert thread.is_alive()
     src.stop()
-    assert loadmetrics.get_source(name) is None
-    other = StaticSource()
-    loadmetrics.install(other, name)
     src.stop()
-    assert loadmetrics.get_source(name) is other
-    loadmetrics.uninstall(name)
+    assert not thread.is_alive()
 
 
 def test_interval_must_be_positive() -> None:
@@ -271,17 +268,21 @@ def test_static_source() -> None:
     assert isinstance(src, loadmetrics.MetricsSource)
 
 
-def test_registry() -> None:
-    name = f"t-{uuid.uuid4().hex}"
+def test_sources() -> None:
+    name = "n"
+    sources, elsewhere = Sources(), Sources()
     a, b = StaticSource(), StaticSource()
-    assert loadmetrics.get_source(name) is None
-    loadmetrics.install(a, name)
-    loadmetrics.install(b, name)
-    assert loadmetrics.get_source(name) is b
-    loadmetrics.uninstall(name, a)  # not the installed one: no-op
-    assert loadmetrics.get_source(name) is b
-    loadmetrics.uninstall(name)
-    assert loadmetrics.get_source(name) is None
+    assert sources.get(name) is None
+    sources.install(a, name)
+    sources.install(b, name)
+    assert sources.get(name) is b
+    assert elsewhere.get(name) is None  # no process-wide state
+    sources.uninstall(name, a)  # not the installed one: no-op
+    assert sources.get(name) is b
+    sources.uninstall(name)
+    assert sources.get(name) is None
+    sources.install(a)
+    assert sources.get() is a
 
 
 # --- for_config ----------------------------------------------------------------------------------
@@ -314,22 +315,34 @@ profiles:
 """
 
 
-def test_for_config_builds_and_installs_a_source_when_node_load_is_enabled() -> None:
+def test_metrics_source_for_builds_and_installs_a_source_when_node_load_is_enabled() -> None:
     name = f"t-{uuid.uuid4().hex}"
+    sources = Sources()
     cfg = config.load_config(WITH_NODE_LOAD % (name, name), full_registry())
-    src = loadmetrics.for_config(cfg, object())  # type: ignore[arg-type]
+    src = load_aware.metrics_source_for(cfg, object(), sources)  # type: ignore[arg-type]
     assert isinstance(src, MetricsServerSource)
     assert src.interval == 10.0
     assert src.name == name
-    assert loadmetrics.get_source(name) is src
+    assert sources.get(name) is src
     # Already installed under that name: left alone.
-    assert loadmetrics.for_config(cfg, object()) is None  # type: ignore[arg-type]
-    src.stop()
-    assert loadmetrics.get_source(name) is None
+    assert load_aware.metrics_source_for(cfg, object(), sources) is None  # type: ignore[arg-type]
 
 
-def test_for_config_without_node_load_is_none() -> None:
-    assert loadmetrics.for_config(config.load_config(WITHOUT, full_registry()), object()) is None  # type: ignore[arg-type]
+def test_metrics_source_for_without_node_load_is_none() -> None:
+    cfg = config.load_config(WITHOUT, full_registry())
+    assert load_aware.metrics_source_for(cfg, object(), Sources()) is None  # type: ignore[arg-type]
+    assert load_aware.source_params(cfg) is None
+
+
+def test_source_params_change_with_node_load_args() -> None:
+    """What a reload compares to decide whether NodeLoad's source must be rebuilt."""
+    a = load_aware.source_params(config.load_config(WITH_NODE_LOAD % ("x", "x"), full_registry()))
+    b = load_aware.source_params(config.load_config(WITH_NODE_LOAD % ("x", "y"), full_registry()))
+    faster = WITH_NODE_LOAD.replace("refreshInterval: 10s", "refreshInterval: 5s") % ("x", "x")
+    c = load_aware.source_params(config.load_config(faster, full_registry()))
+    assert a == load_aware.SourceParams("x", 10.0, "")
+    assert b == load_aware.SourceParams("y", 10.0, "")
+    assert c == load_aware.SourceParams("x", 5.0, "")
 
 
 def test_metrics_url_reads_node_metrics_directly_from_that_url(server: FakeMetricsServer) -> None:
@@ -340,7 +353,7 @@ def test_metrics_url_reads_node_metrics_directly_from_that_url(server: FakeMetri
         f"metricsSource: {name}}}", f"metricsSource: {name}, metricsURL: '{server.url}'}}"
     )
     cfg = config.load_config(text, full_registry())
-    src = loadmetrics.for_config(cfg, object())  # type: ignore[arg-type]
+    src = load_aware.metrics_source_for(cfg, object(), Sources())  # type: ignore[arg-type]
     assert isinstance(src, MetricsServerSource)
     try:
         assert isinstance(src.client, loadmetrics.URLGetter)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from custom_scheduler.core.queue import SchedulingQueue
 from custom_scheduler.core.scheduler import Observer
 from custom_scheduler.metrics import ATTEMPT_BUCKETS, QUEUES, Metrics, MetricsObserver
+from tests.builders import make_pod
 
 #: Every family the daemon exports, as it appears in the text exposition.
 FAMILIES = (
@@ -101,6 +103,21 @@ def test_tracked_queue_sizes_are_read_at_scrape_time(metrics: Metrics) -> None:
     assert 'scheduler_pending_pods{queue="active"} 0.0' in text
     assert 'scheduler_pending_pods{queue="unschedulable"} 5.0' in text
     assert metrics.sample("scheduler_pending_pods", {"queue": "unschedulable"}) == 5
+
+
+def test_gated_pods_are_reported_apart_from_unschedulable(metrics: Metrics) -> None:
+    """A real queue behind the gauge: a gated pod counts as ``gated``, not ``unschedulable``."""
+    q = SchedulingQueue(lambda a, b: False, pre_enqueue=lambda p: "SchedulingGates" if p.scheduling_gates else None)
+    metrics.track_pending(q.pending_counts)
+    q.add(make_pod("gated").uid("g").gates("example.com/a").build())
+    q.add(make_pod("free").uid("f").build())
+    text = metrics.render()[0].decode()
+    assert 'scheduler_pending_pods{queue="gated"} 1.0' in text
+    assert 'scheduler_pending_pods{queue="unschedulable"} 0.0' in text
+    assert 'scheduler_pending_pods{queue="active"} 1.0' in text
+    q.update(make_pod("gated").uid("g").build())
+    assert metrics.sample("scheduler_pending_pods", {"queue": "gated"}) == 0
+    assert metrics.sample("scheduler_pending_pods", {"queue": "active"}) == 2
 
 
 def test_attempt_histogram_uses_kube_scheduler_buckets() -> None:

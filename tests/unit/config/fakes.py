@@ -128,6 +128,7 @@ def parse_buggy(raw: Mapping[str, Any] | None, path: str) -> None:
 _FSS = ("pre_filter", "filter", "pre_score", "score")
 
 PLUGINS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "SchedulingGates": (("pre_enqueue",), None),
     "PrioritySort": (("less",), None),
     "NodeUnschedulable": (("filter",), None),
     "NodeName": (("filter",), None),
@@ -135,8 +136,16 @@ PLUGINS: dict[str, tuple[tuple[str, ...], Any]] = {
     "NodeAffinity": (_FSS, parse_node_affinity),
     "NodePorts": (("pre_filter", "filter"), None),
     "NodeResourcesFit": (_FSS, parse_fit),
+    # The volume and DRA plugins with their filter-side points only (the real VolumeBinding and
+    # DynamicResources also score, and DynamicResources is a PreEnqueue plugin), so the score and
+    # preEnqueue tables of the config tests stay short.
+    "VolumeRestrictions": (("pre_filter", "filter"), None),
+    "NodeVolumeLimits": (("pre_filter", "filter"), None),
+    "VolumeBinding": (("pre_filter", "filter", "reserve", "pre_bind"), None),
+    "VolumeZone": (("pre_filter", "filter"), None),
     "PodTopologySpread": (_FSS, None),
     "InterPodAffinity": (_FSS, parse_inter_pod_affinity),
+    "DynamicResources": (("pre_filter", "filter", "reserve", "pre_bind"), None),
     "DefaultPreemption": (("post_filter",), None),
     "NodeResourcesBalancedAllocation": (("pre_score", "score"), None),
     "ImageLocality": (("score",), None),
@@ -146,6 +155,7 @@ PLUGINS: dict[str, tuple[tuple[str, ...], Any]] = {
     "FifoSort": (("less",), None),
     "Gatekeeper": (("reserve", "unreserve", "permit"), parse_opaque),
     "OtherBinder": (("bind",), None),
+    "QuotaGate": (("pre_enqueue",), None),
     "Buggy": (("filter",), parse_buggy),
     "Inert": ((), None),
 }

@@ -117,9 +117,27 @@ CASES = [
     ),
     pytest.param(
         "profiles: [{plugins: {preEnqueue: {enabled: [{name: NodeName}]}}}]\n",
-        {"profiles[0].plugins.preEnqueue"},
-        "not supported",
-        id="pre-enqueue",
+        {"profiles[0].plugins.preEnqueue.enabled[0].name"},
+        'plugin "NodeName" does not implement the preEnqueue extension point (it implements: filter)',
+        id="pre-enqueue-not-implemented",
+    ),
+    pytest.param(
+        "profiles: [{plugins: {preEnqueue: {enabled: [{name: SchedulingGates}, {name: SchedulingGates}]}}}]\n",
+        {"profiles[0].plugins.preEnqueue.enabled[1].name"},
+        "enabled twice at preEnqueue",
+        id="pre-enqueue-twice",
+    ),
+    pytest.param(
+        "profiles: [{plugins: {preEnqueue: {enabled: [{name: SchedulingGate}]}}}]\n",
+        {"profiles[0].plugins.preEnqueue.enabled[0].name"},
+        'did you mean "SchedulingGates"',
+        id="pre-enqueue-typo",
+    ),
+    pytest.param(
+        "profiles: [{plugins: {preEnqueue: {enabled: SchedulingGates}}}]\n",
+        {"profiles[0].plugins.preEnqueue.enabled"},
+        "expected a list",
+        id="pre-enqueue-not-list",
     ),
     pytest.param(
         "profiles: [{plugins: {score: {enabled: [{name: ImageLocality, wieght: 2}]}}}]\n",

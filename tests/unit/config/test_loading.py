@@ -17,7 +17,7 @@ from custom_scheduler.config import (
     load_config_file,
     render_effective,
 )
-from custom_scheduler.config.render import args_to_dict, camel_case
+from custom_scheduler.config.render import args_to_dict, camel_case, to_dict
 from custom_scheduler.framework.registry import Registry
 
 from . import fakes
@@ -202,6 +202,11 @@ def test_example_shows_every_top_level_field() -> None:
         pytest.param(
             "leaderElection: {leaseDuration: 1m30s, renewDeadline: 1m, retryPeriod: 1500ms}\n", id="durations"
         ),
+        pytest.param(
+            "profiles:\n- plugins:\n"
+            "    preEnqueue: {enabled: [{name: QuotaGate}], disabled: [{name: SchedulingGates}]}\n",
+            id="pre-enqueue",
+        ),
     ],
 )
 def test_render_round_trips(load: Load, registry: Registry, body: str) -> None:
@@ -227,8 +232,10 @@ def test_rendered_shape(load: Load) -> None:
     assert profile["schedulerName"] == "custom-scheduler"
     assert "percentageOfNodesToScore" not in profile
     assert profile["plugins"]["score"]["enabled"][0] == {"name": "TaintToleration", "weight": 3}
-    assert profile["plugins"]["filter"]["enabled"][0] == {"name": "NodeUnschedulable"}
+    assert profile["plugins"]["filter"]["enabled"][0] == {"name": "NodeName"}
     assert profile["plugins"]["filter"]["disabled"] == [{"name": "*"}]
+    assert profile["plugins"]["preEnqueue"] == {"enabled": [{"name": "SchedulingGates"}], "disabled": [{"name": "*"}]}
+    assert list(profile["plugins"])[:2] == ["preEnqueue", "queueSort"]
     fit = next(c for c in profile["pluginConfig"] if c["name"] == "NodeResourcesFit")
     assert fit["args"] == {
         "ignoredResources": [],
@@ -242,7 +249,7 @@ def test_rendered_shape(load: Load) -> None:
 
 def test_to_dict_matches_render(load: Load) -> None:
     cfg = load("")
-    assert yaml.safe_load(render_effective(cfg)) == cfg.to_dict()
+    assert yaml.safe_load(render_effective(cfg)) == to_dict(cfg)
 
 
 def test_args_to_dict() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from custom_scheduler.config import EXTENSION_POINTS, PluginRef, Profile, SchedulerConfig, load_config
 from custom_scheduler.config.defaults import DEFAULT_MULTI_POINT, default_profile_plugins
+from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.registry import EXTENSION_POINT_METHODS, Registry
 
 from . import fakes
@@ -15,15 +16,20 @@ from .conftest import HEADER
 
 Load = Callable[[str], SchedulerConfig]
 
-DEFAULT_FILTER = (
-    "NodeUnschedulable",
+DEFAULT_FILTER = (  # v1.37's order: NodeName before NodeUnschedulable
     "NodeName",
+    "NodeUnschedulable",
     "TaintToleration",
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 DEFAULT_SCORE = (
     ("TaintToleration", 3),
@@ -50,16 +56,23 @@ def plugins(load: Load, section: str) -> Profile:
 
 
 def test_default_profile(load: Load) -> None:
-    """kube-scheduler's v1.28+ default profile, minus the plugins we do not have."""
+    """kube-scheduler's v1.28+ default profile (the fake volume and DRA plugins have only their
+    filter-side points, see fakes.PLUGINS)."""
     p = load("").profiles[0]
     assert p.scheduler_name == "custom-scheduler"
+    assert names(p, "preEnqueue") == ("SchedulingGates",)
     assert names(p, "queueSort") == ("PrioritySort",)
     assert names(p, "preFilter") == (
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     )
     assert names(p, "filter") == DEFAULT_FILTER
     assert names(p, "postFilter") == ("DefaultPreemption",)
@@ -73,20 +86,32 @@ def test_default_profile(load: Load) -> None:
     )
     assert scores(p) == DEFAULT_SCORE
     assert names(p, "bind") == ("DefaultBinder",)
-    for point in ("reserve", "permit", "preBind", "postBind"):
+    assert names(p, "reserve") == names(p, "preBind") == ("VolumeBinding", "DynamicResources")
+    for point in ("permit", "postBind"):
         assert p.enabled(point) == ()
     assert set(p.plugins) == set(EXTENSION_POINTS)
 
 
-def test_defaults_follow_the_registry() -> None:
-    """Plugins missing from the registry are simply not defaults (they land one by one)."""
+def test_a_default_plugin_missing_from_the_registry_is_an_error() -> None:
+    """Not silently dropped: the effective default profile must not depend on what is registered."""
     reg = fakes.registry(without=("ImageLocality", "NodePorts"))
-    p = load_config(HEADER, reg).profiles[0]
+    with pytest.raises(ConfigError) as e:
+        load_config(HEADER, reg)
+    assert [(x.path, x.message) for x in e.value.errors] == [
+        (
+            "profiles[0].plugins.multiPoint",
+            f'default plugin "{name}" is not registered (disable it in multiPoint to run without it)',
+        )
+        for name in ("NodePorts", "ImageLocality")
+    ]
+    with pytest.raises(ConfigError, match="default plugins not registered: NodePorts, ImageLocality"):
+        default_profile_plugins(reg)
+    # Disabling them (by name or with "*") is the way to run without them.
+    body = "profiles:\n- plugins:\n    multiPoint:\n      disabled: [{name: ImageLocality}, {name: NodePorts}]\n"
+    p = load_config(HEADER + body, reg).profiles[0]
     assert "ImageLocality" not in names(p, "score")
     assert "NodePorts" not in names(p, "filter")
-    assert [r.name for r in default_profile_plugins(reg)] == [
-        n for n, _ in DEFAULT_MULTI_POINT if n not in {"ImageLocality", "NodePorts"}
-    ]
+    assert [r.name for r in default_profile_plugins(fakes.registry())] == [n for n, _ in DEFAULT_MULTI_POINT]
 
 
 def test_default_profile_plugins_weights(registry: Registry) -> None:
@@ -228,7 +253,7 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
         pytest.param(
             "    multiPoint:\n      enabled: [{name: Gatekeeper}]\n",
             "reserve",
-            ("Gatekeeper",),
+            ("VolumeBinding", "DynamicResources", "Gatekeeper"),
             id="multipoint-expands-reserve",
         ),
         pytest.param(
@@ -262,10 +287,55 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
             id="append-binder",
         ),
         pytest.param(
-            "    filter:\n      disabled: [{name: VolumeBinding}, {name: VolumeZone}]\n",
+            "    filter:\n      disabled: [{name: EBSLimits}, {name: GCEPDLimits}]\n",
             "filter",
             DEFAULT_FILTER,
             id="disabling-upstream-only-plugins-is-accepted",
+        ),
+        # preEnqueue: the same rules as every point; SchedulingGates comes from the default multiPoint.
+        pytest.param("", "preEnqueue", ("SchedulingGates",), id="pre-enqueue-default"),
+        pytest.param(
+            "    preEnqueue:\n      disabled: [{name: SchedulingGates}]\n",
+            "preEnqueue",
+            (),
+            id="pre-enqueue-disable",
+        ),
+        pytest.param(
+            "    preEnqueue:\n      disabled: [{name: '*'}]\n",
+            "preEnqueue",
+            (),
+            id="pre-enqueue-disable-star",
+        ),
+        pytest.param(
+            "    multiPoint:\n      disabled: [{name: SchedulingGates}]\n",
+            "preEnqueue",
+            (),
+            id="pre-enqueue-disable-via-multipoint",
+        ),
+        pytest.param(
+            "    preEnqueue:\n      enabled: [{name: QuotaGate}]\n",
+            "preEnqueue",
+            ("SchedulingGates", "QuotaGate"),
+            id="pre-enqueue-append",
+        ),
+        pytest.param(
+            "    preEnqueue:\n      disabled: [{name: '*'}]\n"
+            "      enabled: [{name: QuotaGate}, {name: SchedulingGates}]\n",
+            "preEnqueue",
+            ("QuotaGate", "SchedulingGates"),
+            id="pre-enqueue-reorder",
+        ),
+        pytest.param(
+            "    multiPoint:\n      enabled: [{name: QuotaGate}]\n",
+            "preEnqueue",
+            ("SchedulingGates", "QuotaGate"),
+            id="multipoint-expands-pre-enqueue",
+        ),
+        pytest.param(
+            "    multiPoint:\n      enabled: [{name: QuotaGate}]\n",
+            "filter",
+            DEFAULT_FILTER,
+            id="pre-enqueue-plugin-only-at-pre-enqueue",
         ),
     ],
 )
@@ -275,8 +345,12 @@ def test_point_merge(load: Load, section: str, point: str, expected: tuple[str, 
 
 def test_non_score_points_have_weight_1(load: Load) -> None:
     p = plugins(load, "    multiPoint:\n      enabled: [{name: CustomScore, weight: 5}, {name: Gatekeeper}]\n")
-    assert p.enabled("filter")[0] == PluginRef("NodeUnschedulable", 1)
-    assert p.enabled("reserve") == (PluginRef("Gatekeeper", 1),)
+    assert p.enabled("filter")[0] == PluginRef("NodeName", 1)
+    assert p.enabled("reserve") == (
+        PluginRef("VolumeBinding", 1),
+        PluginRef("DynamicResources", 1),
+        PluginRef("Gatekeeper", 1),
+    )
 
 
 def test_plugin_args_for_every_enabled_plugin(load: Load) -> None:
@@ -323,7 +397,7 @@ def test_profile_helpers(load: Load) -> None:
     p = load("").profiles[0]
     assert p.score_weights() == dict(DEFAULT_SCORE)
     # First appearance in extension-point order, each name once.
-    assert p.plugin_names()[:3] == ("PrioritySort", "NodeAffinity", "NodePorts")
+    assert p.plugin_names()[:4] == ("SchedulingGates", "PrioritySort", "NodeAffinity", "NodePorts")
     assert sorted(p.plugin_names()) == sorted(n for n, _ in DEFAULT_MULTI_POINT)
 
 

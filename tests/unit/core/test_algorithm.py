@@ -104,8 +104,7 @@ def test_fit_error_message_matches_kube_scheduler() -> None:
     with pytest.raises(FitError) as e:
         Algorithm().schedule(fwk, CycleState(), pod, snap)
     assert str(e.value) == (
-        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-        "1 node(s) were unschedulable, 2 Insufficient cpu."
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient cpu."
     )
     assert e.value.rejecting_plugins == {"NodeResourcesFit", "TaintToleration", "NodeUnschedulable"}
 
@@ -115,6 +114,18 @@ def test_histogram_sorts_as_strings_like_kube_scheduler() -> None:
     statuses = {f"n{i}": Status.unschedulable("Insufficient cpu") for i in range(10)}
     statuses.update({f"m{i}": Status.unschedulable("Insufficient memory") for i in range(2)})
     assert str(FitError(pod, 12, statuses)) == "0/12 nodes are available: 10 Insufficient cpu, 2 Insufficient memory."
+
+
+def test_post_filter_message_is_appended_without_another_period() -> None:
+    """v1.37's FitError.Error appends PostFilter's message as is (it ends with its own period); the
+    1.2x releases added one more ("scheduling.."), which the conformance test caught."""
+    pod = make_pod().build()
+    fit = FitError(pod, 2, {f"n{i}": Status.unschedulable("Insufficient cpu") for i in range(2)})
+    fit.post_filter_msg = "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    assert str(fit) == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
 
 
 def test_no_nodes() -> None:

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from custom_scheduler import model
 from custom_scheduler.core import queue
 from custom_scheduler.core.queue import QueuedPodInfo, SchedulingQueue, SubQueue
+from custom_scheduler.plugins import scheduling_gates
 from tests.builders import make_pod
+from tests.unit.plugins.support import fake_handle
 
-ACTIVE, BACKOFF, UNSCHEDULABLE = SubQueue.ACTIVE, SubQueue.BACKOFF, SubQueue.UNSCHEDULABLE
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = SubQueue.ACTIVE, SubQueue.BACKOFF, SubQueue.UNSCHEDULABLE, SubQueue.GATED
 
 
 class FakeClock:
@@ -41,13 +43,22 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+_GATES = scheduling_gates.SchedulingGates(None, fake_handle())
+
+
+def gates_check(p: model.Pod) -> str | None:
+    """The daemon's PreEnqueue callback for a profile with only SchedulingGates (the default)."""
+    st = _GATES.pre_enqueue(p)
+    return None if st.is_success else st.plugin
+
+
 @pytest.fixture
 def q(clock: FakeClock) -> SchedulingQueue:
-    return SchedulingQueue(priority_less, clock=clock)
+    return SchedulingQueue(priority_less, clock=clock, pre_enqueue=gates_check)
 
 
-def pod(name: str, priority: int = 0) -> model.Pod:
-    return make_pod(name).uid(f"uid-{name}").priority(priority).build()
+def pod(name: str, priority: int = 0, gates: tuple[str, ...] = ()) -> model.Pod:
+    return make_pod(name).uid(f"uid-{name}").priority(priority).gates(*gates).build()
 
 
 def pop(q: SchedulingQueue) -> QueuedPodInfo:
@@ -210,7 +221,7 @@ def test_requeue_of_already_queued_pod_is_ignored(q: SchedulingQueue) -> None:
     qpi = q.get("uid-a")
     assert qpi is not None
     assert q.add_backoff(qpi) is None
-    assert q.pending_counts() == {"active": 1, "backoff": 0, "unschedulable": 0}
+    assert q.pending_counts() == {"active": 1, "backoff": 0, "unschedulable": 0, "gated": 0}
 
 
 # -- add / update -------------------------------------------------------------------------------
@@ -325,11 +336,11 @@ def test_spec_update_in_flight_requeues_to_backoff(q: SchedulingQueue) -> None:
 # -- delete -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", [ACTIVE, BACKOFF, UNSCHEDULABLE])
+@pytest.mark.parametrize("where", [ACTIVE, BACKOFF, UNSCHEDULABLE, GATED])
 @pytest.mark.parametrize("by_uid", [True, False], ids=["uid", "pod"])
 def test_delete_from_each_subqueue(q: SchedulingQueue, where: SubQueue, by_uid: bool) -> None:
-    p = pod("a")
-    if where is ACTIVE:
+    p = pod("a", gates=("g",) if where is GATED else ())
+    if where is ACTIVE or where is GATED:
         q.add(p)
     elif where is BACKOFF:
         make_backoff(q, p)
@@ -446,7 +457,7 @@ def test_leftover_flush_custom_limit(clock: FakeClock) -> None:
     make_unschedulable(q, pod("b"))
     clock.advance(61)
     assert q.flush_unschedulable_leftover() == 2
-    assert q.pending_counts() == {"active": 2, "backoff": 0, "unschedulable": 0}
+    assert q.pending_counts() == {"active": 2, "backoff": 0, "unschedulable": 0, "gated": 0}
 
 
 def test_run_flush_loops_moves_backoff_and_stops(q: SchedulingQueue, clock: FakeClock) -> None:
@@ -465,7 +476,7 @@ def test_run_flush_loops_moves_backoff_and_stops(q: SchedulingQueue, clock: Fake
             if q.pending_counts()["active"] == 2:
                 break
             deadline.wait(0.01)
-        assert q.pending_counts() == {"active": 2, "backoff": 0, "unschedulable": 0}
+        assert q.pending_counts() == {"active": 2, "backoff": 0, "unschedulable": 0, "gated": 0}
     finally:
         stop.set()
         t.join(timeout=0.5)
@@ -548,6 +559,261 @@ def test_pop_timeout_returns_none(q: SchedulingQueue) -> None:
     assert q.scheduling_cycle == 0
 
 
+# -- PreEnqueue and gated pods -------------------------------------------------------------------
+
+
+def make_gated(q: SchedulingQueue, name: str = "a", gates: tuple[str, ...] = ("example.com/a",)) -> QueuedPodInfo:
+    q.add(pod(name, gates=gates))
+    qpi = q.get(f"uid-{name}")
+    assert qpi is not None
+    assert q.where(qpi.uid) is GATED
+    return qpi
+
+
+def test_gated_pod_is_never_popped(q: SchedulingQueue, clock: FakeClock) -> None:
+    """PreEnqueue keeps it out of activeQ: no pop, no attempt, no cycle, however long it waits."""
+    qpi = make_gated(q)
+    q.add(pod("b"))
+    assert pop(q).pod.name == "b"
+    for _ in range(3):
+        clock.advance(600)
+        q.flush_backoff_completed()
+        q.flush_unschedulable_leftover()
+        assert q.pop(timeout=0) is None
+    assert (qpi.attempts, qpi.initial_attempt_timestamp, qpi.gating_plugin) == (0, None, "SchedulingGates")
+    assert qpi.gated
+    assert "SchedulingGates" in qpi.unschedulable_plugins
+    assert q.scheduling_cycle == 1
+    assert q.in_flight_count() == 1  # only b
+    assert q.contains(qpi.uid)
+    assert q.incoming_counts()[("unschedulable", queue.POD_ADD)] == 1
+
+
+def test_blocked_pop_ignores_gated_add(q: SchedulingQueue) -> None:
+    """Adding a gated pod does not hand anything to a waiting pop."""
+    t, out = _pop_in_thread(q, timeout=0.1)
+    q.add(pod("a", gates=("g",)))
+    t.join(timeout=1)
+    assert out == [None]
+
+
+@pytest.mark.parametrize(
+    ("event", "pre_check", "plugins"),
+    [
+        pytest.param(queue.NODE_ADD, None, None, id="node-add-wildcard"),
+        pytest.param(queue.NODE_UPDATE, lambda p: True, None, id="pre-check-true"),
+        pytest.param(queue.POD_DELETE, None, {"SchedulingGates", "NodeResourcesFit"}, id="event-naming-the-plugin"),
+        pytest.param(queue.ASSIGNED_POD_ADD, None, {"NodeResourcesFit"}, id="plugin-filter"),
+    ],
+)
+def test_cluster_events_do_not_move_gated_pods(
+    q: SchedulingQueue, clock: FakeClock, event: str, pre_check: object, plugins: set[str] | None
+) -> None:
+    """Only the pod's own update can remove a gate, so no cluster event moves it (upstream skips
+    SchedulingGates-gated pods in movePodsToActiveOrBackoffQueue), while unschedulable pods move."""
+    gated = make_gated(q)
+    other = make_unschedulable(q, pod("b"))
+    clock.advance(1)
+    moved = q.move_all_to_active_or_backoff(event, pre_check, plugins=plugins)  # type: ignore[arg-type]
+    assert moved == 1
+    assert (q.where(gated.uid), q.where(other.uid)) == (GATED, ACTIVE)
+    assert q.get(gated.uid) is gated
+
+
+def test_leftover_flush_does_not_move_gated_pods(q: SchedulingQueue, clock: FakeClock) -> None:
+    """The 5-minute flush retries unschedulable pods only: time does not remove a gate."""
+    gated = make_gated(q)
+    other = make_unschedulable(q, pod("b"))
+    clock.advance(301)
+    assert q.flush_unschedulable_leftover() == 1
+    assert (q.where(gated.uid), q.where(other.uid)) == (GATED, ACTIVE)
+    clock.advance(3600)
+    assert q.flush_unschedulable_leftover() == 0
+    assert q.where(gated.uid) is GATED
+
+
+@pytest.mark.parametrize(
+    ("gates", "new_gates", "change", "where"),
+    [
+        pytest.param(("a", "b"), ("b",), {}, GATED, id="one-of-two-removed-stays-gated"),
+        pytest.param(("a", "b"), ("a",), {}, GATED, id="other-of-two-removed-stays-gated"),
+        pytest.param(("a", "b"), (), {}, ACTIVE, id="both-removed-goes-active"),
+        pytest.param(("a",), (), {}, ACTIVE, id="last-removed-goes-active"),
+        pytest.param(("a",), ("a",), {"resource_version": "9"}, GATED, id="status-only-stays"),
+        pytest.param(("a",), ("a",), {"labels": {"x": "y"}}, GATED, id="other-spec-change-stays"),
+        pytest.param(("a",), (), {"priority": 5}, ACTIVE, id="last-removed-with-other-changes"),
+    ],
+)
+def test_update_of_gated_pod(
+    q: SchedulingQueue,
+    clock: FakeClock,
+    gates: tuple[str, ...],
+    new_gates: tuple[str, ...],
+    change: dict[str, object],
+    where: SubQueue,
+) -> None:
+    """Its update runs PreEnqueue again: gated while any gate remains; with none left, straight to
+    activeQ, with no backoff (it was never attempted) and its original queue time."""
+    qpi = make_gated(q, gates=gates)
+    added_at = qpi.timestamp
+    clock.advance(0.2)  # well inside a 1 s backoff
+    newer = dataclasses.replace(qpi.pod, scheduling_gates=new_gates, **change)  # type: ignore[arg-type]
+    q.update(newer)
+    assert q.where(qpi.uid) is where
+    assert q.get(qpi.uid) is qpi
+    assert qpi.pod is newer
+    assert qpi.timestamp == added_at
+    assert qpi.gated is (where is GATED)
+    if where is ACTIVE:
+        assert pop(q) is qpi
+        assert q.incoming_counts()[("active", queue.POD_UPDATE)] == 1
+    else:
+        assert q.pop(timeout=0) is None
+        assert q.incoming_counts()[("unschedulable", queue.POD_ADD)] == 1  # counted once, on add
+
+
+def test_removing_last_gate_wakes_a_waiting_pop(q: SchedulingQueue) -> None:
+    qpi = make_gated(q)
+    t, out = _pop_in_thread(q, timeout=2.0)
+    q.update(dataclasses.replace(qpi.pod, scheduling_gates=()))
+    t.join(timeout=2.0)
+    assert out == [qpi]
+
+
+def test_update_of_unknown_gated_pod_gates_it(q: SchedulingQueue) -> None:
+    """An update for a pod the queue never saw is an add, through PreEnqueue."""
+    q.update(pod("a", gates=("g",)))
+    assert q.where("uid-a") is GATED
+    assert q.incoming_counts() == {("unschedulable", queue.POD_UPDATE): 1}
+
+
+def test_delete_gated_pod(q: SchedulingQueue) -> None:
+    qpi = make_gated(q)
+    assert q.delete(qpi.pod)
+    assert q.where(qpi.uid) is None
+    assert len(q) == 0
+    assert q.pending_counts()["gated"] == 0
+    q.update(dataclasses.replace(qpi.pod, scheduling_gates=()))  # a late update re-adds it, ungated
+    assert q.where(qpi.uid) is ACTIVE
+
+
+def test_pending_counts_report_gated_apart(q: SchedulingQueue) -> None:
+    """``unschedulable`` excludes gated pods; ``gated`` counts them (kube-scheduler's pending_pods)."""
+    make_backoff(q, pod("b"))
+    make_unschedulable(q, pod("c"))
+    make_gated(q, "g1")
+    make_gated(q, "g2", gates=("x", "y"))
+    q.add(pod("a"))
+    assert q.pending_counts() == {"active": 1, "backoff": 1, "unschedulable": 1, "gated": 2}
+    assert len(q) == 5
+    assert sorted((w.value, p.name) for w, p in q.pending_pods()) == [
+        ("active", "a"),
+        ("backoff", "b"),
+        ("gated", "g1"),
+        ("gated", "g2"),
+        ("unschedulable", "c"),
+    ]
+    q.update(dataclasses.replace(pod("g1"), scheduling_gates=()))
+    assert q.pending_counts() == {"active": 2, "backoff": 1, "unschedulable": 1, "gated": 1}
+
+
+class Switch:
+    """A PreEnqueue callback a test flips: pods named in ``held`` are rejected by ``plugin``."""
+
+    def __init__(self, plugin: str = "QuotaGate") -> None:
+        self.plugin = plugin
+        self.held: set[str] = set()
+        self.calls = 0
+
+    def __call__(self, p: model.Pod) -> str | None:
+        self.calls += 1
+        return gates_check(p) or (self.plugin if p.name in self.held else None)
+
+
+@pytest.fixture
+def switch() -> Switch:
+    return Switch()
+
+
+@pytest.fixture
+def sq(clock: FakeClock, switch: Switch) -> SchedulingQueue:
+    return SchedulingQueue(priority_less, clock=clock, pre_enqueue=switch)
+
+
+def test_backoff_completion_runs_pre_enqueue(sq: SchedulingQueue, clock: FakeClock, switch: Switch) -> None:
+    """Every way into activeQ asks PreEnqueue, the end of a backoff included."""
+    make_backoff(sq, pod("a"))
+    switch.held.add("a")
+    clock.advance(1)
+    assert sq.flush_backoff_completed() == 0
+    assert sq.where("uid-a") is GATED
+    assert sq.pop(timeout=0) is None
+
+
+def test_other_pre_enqueue_plugins_are_rechecked_on_events(
+    sq: SchedulingQueue, clock: FakeClock, switch: Switch
+) -> None:
+    """Pods gated by a PreEnqueue plugin other than SchedulingGates move on cluster events like
+    unschedulable pods (that plugin may depend on cluster state); the move runs PreEnqueue again,
+    and a pod that passes skips backoff."""
+    switch.held.add("a")
+    sq.add(pod("a"))
+    sq.add(pod("g", gates=("g",)))
+    assert (sq.where("uid-a"), sq.where("uid-g")) == (GATED, GATED)
+    assert sq.move_all_to_active_or_backoff(queue.NODE_ADD) == 1  # a re-checked, g skipped
+    assert sq.where("uid-a") is GATED
+    assert sq.move_all_to_active_or_backoff(queue.NODE_ADD, plugins={"NodeResourcesFit"}) == 0
+    switch.held.clear()
+    assert sq.move_all_to_active_or_backoff(queue.NODE_ADD, plugins={"QuotaGate"}) == 1
+    assert sq.where("uid-a") is ACTIVE  # no backoff, though no time passed
+    assert sq.where("uid-g") is GATED
+
+
+def test_leftover_flush_rechecks_other_gates(sq: SchedulingQueue, clock: FakeClock, switch: Switch) -> None:
+    switch.held.add("a")
+    sq.add(pod("a"))
+    clock.advance(301)
+    switch.held.clear()
+    assert sq.flush_unschedulable_leftover() == 1
+    assert sq.where("uid-a") is ACTIVE
+
+
+def test_recheck_pre_enqueue_after_plugins_change(sq: SchedulingQueue, switch: Switch) -> None:
+    """A config reload may change the PreEnqueue plugins: gated pods that pass now are released,
+    queued pods that fail now are held back."""
+    switch.held.add("a")
+    sq.add(pod("a"))
+    sq.add(pod("b"))
+    sq.add(pod("g", gates=("g",)))
+    switch.held = {"b"}
+    assert sq.recheck_pre_enqueue() == (1, 1)
+    assert (sq.where("uid-a"), sq.where("uid-b"), sq.where("uid-g")) == (ACTIVE, GATED, GATED)
+    assert pop(sq).pod.name == "a"
+    assert sq.pop(timeout=0) is None
+    assert sq.incoming_counts()[("active", queue.PRE_ENQUEUE_CHANGED)] == 1
+
+
+def test_requeue_after_failure_is_not_gated_until_it_heads_to_active(
+    sq: SchedulingQueue, clock: FakeClock, switch: Switch
+) -> None:
+    """A failed attempt parks the pod as unschedulable (no PreEnqueue, as upstream); PreEnqueue
+    runs when an event would move it to activeQ."""
+    qpi = make_unschedulable(sq, pod("a"))
+    assert not qpi.gated
+    switch.held.add("a")
+    clock.advance(1)
+    assert sq.move_all_to_active_or_backoff(queue.NODE_UPDATE) == 1
+    assert sq.where("uid-a") is GATED
+    assert qpi.unschedulable_plugins == {"NodeResourcesFit", "QuotaGate"}
+
+
+def test_without_pre_enqueue_gates_are_not_checked(clock: FakeClock) -> None:
+    """A queue without the callback (a profile with no PreEnqueue plugin) lets every pod in."""
+    q = SchedulingQueue(priority_less, clock=clock)
+    q.add(pod("a", gates=("g",)))
+    assert pop(q).pod.name == "a"
+
+
 # -- introspection ------------------------------------------------------------------------------
 
 
@@ -557,7 +823,7 @@ def test_pending_counts_len_and_pending_pods(q: SchedulingQueue) -> None:
     q.add(pod("a"))
     q.add(pod("d"))
     assert pop(q).pod.name == "a"  # in flight: counted nowhere
-    assert q.pending_counts() == {"active": 1, "backoff": 1, "unschedulable": 1}
+    assert q.pending_counts() == {"active": 1, "backoff": 1, "unschedulable": 1, "gated": 0}
     assert len(q) == 3
     assert q.in_flight_count() == 1
     assert sorted((w.value, p.name) for w, p in q.pending_pods()) == [

@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+from custom_scheduler.framework.dra import DRAStore
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore, Status
 from custom_scheduler.labels import Selector
+from custom_scheduler.loadmetrics import MetricsSource, Sources
 from custom_scheduler.model import Node, Pod, PodDisruptionBudget
 from tests.builders import PodBuilder, make_pod
 
@@ -19,8 +21,12 @@ from tests.builders import PodBuilder, make_pod
 class StubHandle:
     """The part of the Handle these plugins use: the snapshot's nodes. Offline: no API client."""
 
-    def __init__(self, nodes: Sequence[NodeInfo] = ()) -> None:
+    def __init__(
+        self, nodes: Sequence[NodeInfo] = (), dra: DRAStore | None = None, metrics: Sources | None = None
+    ) -> None:
         self._nodes = list(nodes)
+        self._dra = dra if dra is not None else DRAStore()
+        self._metrics = metrics if metrics is not None else Sources()
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self._nodes
@@ -36,14 +42,23 @@ class StubHandle:
     def profile_name(self) -> str:
         return "custom-scheduler"
 
+    @property
+    def dra(self) -> DRAStore:
+        """DRA objects (empty unless given): plugins that look at devices read them here."""
+        return self._dra
 
-def fake_handle(nodes: Sequence[NodeInfo] = ()) -> Handle:
+    def metrics_source(self, name: str) -> MetricsSource | None:
+        """NodeLoad's usage sources (none unless given)."""
+        return self._metrics.get(name)
+
+
+def fake_handle(nodes: Sequence[NodeInfo] = (), dra: DRAStore | None = None, metrics: Sources | None = None) -> Handle:
     """A :class:`StubHandle` typed as a Handle.
 
     The cast is deliberate: the Handle protocol grows with the runtime (preemption, events), while the
     plugins tested here only ever read the snapshot; an unexpected call fails loudly with AttributeError.
     """
-    return cast(Handle, StubHandle(nodes))
+    return cast(Handle, StubHandle(nodes, dra, metrics))
 
 
 def node_info(node: Node | None, *pods: Pod) -> NodeInfo:

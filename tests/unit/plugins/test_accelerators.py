@@ -1,4 +1,5 @@
-"""AcceleratorIsolation: isolation (hard and soft), GPU product/memory annotations, packing score, args."""
+"""AcceleratorIsolation: isolation (hard and soft), GPU product/memory annotations, packing score, args,
+and the same for DRA devices (ResourceSlices, DeviceClasses, claims from a DRAStore)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ from typing import Any
 
 import pytest
 
+from custom_scheduler import dra
 from custom_scheduler.errors import ConfigError
+from custom_scheduler.framework import dra as fdra
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, Status
 from custom_scheduler.model import Node, Pod, pod_from_json
 from custom_scheduler.plugins import accelerators as acc
 from custom_scheduler.plugins.accelerators import AcceleratorIsolationArgs, LabelMatch
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
+from tests.builders import (
+    ClaimBuilder,
+    NodeBuilder,
+    PodBuilder,
+    device_class_obj,
+    make_node,
+    make_pod,
+    resource_slice_obj,
+)
 from tests.unit.plugins.support import fake_handle, node_info, scores
 
 GPU = "nvidia.com/gpu"
@@ -428,3 +439,185 @@ def test_parse_min_memory() -> None:
         acc.parse_min_memory_mib("-1Gi")
     with pytest.raises(ValueError, match="invalid quantity"):
         acc.parse_min_memory_mib("forty")
+
+
+# --- DRA devices (resource.k8s.io/v1) --------------------------------------------------------------
+
+DRV = "gpu.example.com"
+
+
+def gpu_slice(node: str, n: int = 4, driver: str = DRV) -> dict[str, Any]:
+    return resource_slice_obj(node, {f"gpu-{i}": {"index": i} for i in range(n)}, driver=driver)
+
+
+def dra_store(*claims: ClaimBuilder, pending: tuple[str, ...] = ()) -> fdra.DRAStore:
+    """Nodes ``dra1``/``dra2`` with 4 GPUs each, ``nic`` with 2 NICs; an allNodes GPU pool; classes
+    ``gpu`` (selects the GPU driver), ``nic``, ``gpu.example.com`` (named after the driver, no
+    selector), ``any`` (no selector). ``pending``: devices of ``dra1`` a binding pod holds."""
+    s = fdra.DRAStore()
+    slices = [gpu_slice("dra1"), gpu_slice("dra2"), gpu_slice("nic", 2, "nic.example.com")]
+    slices.append(resource_slice_obj("", {"remote-0": {}}, all_nodes=True, pool="remote"))
+    s.load(fdra.SLICE, (dra.resource_slice_from_json(x) for x in slices))
+    classes = [
+        device_class_obj("gpu", f'device.driver == "{DRV}"'),
+        device_class_obj("nic", "device.driver == 'nic.example.com'"),
+        device_class_obj(DRV),
+        device_class_obj("any"),
+    ]
+    s.load(fdra.CLASS, (dra.device_class_from_json(x) for x in classes))
+    s.load(fdra.CLAIM, (dra.resource_claim_from_json(c.obj()) for c in claims))
+    if pending:
+        claim = dra.resource_claim_from_json(ClaimBuilder("inflight").request().obj())
+        results = tuple(dra.DeviceResult("gpu", DRV, "dra1", d) for d in pending)
+        assert s.signal_pending(claim, dra.Allocation(results))
+    return s
+
+
+def claim_pod(*claims: str) -> Pod:
+    o = make_pod().req(cpu="1", memory="1Gi").obj()
+    o["metadata"]["uid"] = str(uuid.uuid4())
+    o["spec"]["resourceClaims"] = [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    return pod_from_json(o)
+
+
+def dra_plugin(store: fdra.DRAStore, args: AcceleratorIsolationArgs | None = None) -> acc.AcceleratorIsolation:
+    return acc.AcceleratorIsolation(args, fake_handle(dra=store))
+
+
+ONE_GPU = ClaimBuilder("one").request()
+TWO_GPUS = ClaimBuilder("two").request(count=2)
+ALL_GPUS = ClaimBuilder("all").request(mode="All")
+NIC = ClaimBuilder("nicc").request("nic", "nic")
+BY_NAME = ClaimBuilder("byname").request("gpu", DRV)
+UNSELECTIVE = ClaimBuilder("anyc").request("dev", "any")
+ALLOCATED = ClaimBuilder("done").request().allocated("remote", "remote-0").reserved_for("someone")
+FALLBACK = ClaimBuilder("fb").first_available("gpu", ("nic", "nic", ()), ("gpu", "gpu", ()))
+CLAIMS = (ONE_GPU, TWO_GPUS, ALL_GPUS, NIC, BY_NAME, UNSELECTIVE, ALLOCATED, FALLBACK)
+
+
+@pytest.mark.parametrize(
+    ("args", "claims", "want"),
+    [
+        pytest.param(None, (), None, id="no-claims"),
+        pytest.param(None, ("one",), 1, id="class-selects-the-driver"),
+        pytest.param(None, ("two",), 2, id="count"),
+        pytest.param(None, ("one", "two"), 3, id="two-claims"),
+        pytest.param(None, ("all",), acc.DRA_ALL, id="allocation-mode-all"),
+        pytest.param(None, ("nicc",), None, id="other-driver"),
+        pytest.param(None, ("byname",), 1, id="class-named-after-the-driver"),
+        pytest.param(None, ("anyc",), None, id="class-without-driver-selector"),
+        pytest.param(AcceleratorIsolationArgs(dra_device_classes=("any",)), ("anyc",), 1, id="listed-class"),
+        pytest.param(None, ("done",), 0, id="allocated-an-accelerator"),
+        pytest.param(None, ("fb",), 1, id="first-accelerator-alternative"),
+        pytest.param(None, ("missing",), None, id="claim-not-in-store"),
+        pytest.param(AcceleratorIsolationArgs(dra_drivers=()), ("one",), None, id="dra-ignored"),
+        pytest.param(AcceleratorIsolationArgs(dra_drivers=("nic.example.com",)), ("nicc",), 1, id="exact-driver"),
+    ],
+)
+def test_dra_accelerator_pods(args: AcceleratorIsolationArgs | None, claims: tuple[str, ...], want: int | None) -> None:
+    pl = dra_plugin(dra_store(*CLAIMS), args)
+    assert pl.dra.pod_request(claim_pod(*claims), pl.handle.dra) == want
+
+
+@pytest.mark.parametrize(
+    ("args", "node", "want"),
+    [
+        pytest.param(None, "dra1", True, id="node-with-gpu-slice"),
+        pytest.param(None, "nic", False, id="node-with-other-devices"),
+        pytest.param(None, "cpu", False, id="all-nodes-pool-does-not-mark-nodes"),
+        pytest.param(AcceleratorIsolationArgs(dra_drivers=()), "dra1", False, id="dra-ignored"),
+        pytest.param(AcceleratorIsolationArgs(dra_drivers=("nic.*",)), "nic", True, id="prefix"),
+    ],
+)
+def test_dra_accelerator_nodes(args: AcceleratorIsolationArgs | None, node: str, want: bool) -> None:
+    assert dra_plugin(dra_store(), args).is_accelerator_node(cpu_node(node).build()) is want
+
+
+@pytest.mark.parametrize(
+    ("claims", "node", "want"),
+    [
+        pytest.param((), "dra1", RESERVED, id="ordinary-pod-kept-off-dra-gpu-node"),
+        pytest.param((), "nic", SUCCESS, id="ordinary-pod-on-nic-node"),
+        pytest.param(("nicc",), "dra1", RESERVED, id="nic-pod-kept-off-dra-gpu-node"),
+        pytest.param(("one",), "dra1", SUCCESS, id="gpu-claim-pod-on-dra-gpu-node"),
+        pytest.param(("one",), "cpu", SUCCESS, id="gpu-claim-pod-elsewhere-is-dynamic-resources-business"),
+    ],
+)
+def test_dra_filter(claims: tuple[str, ...], node: str, want: Status) -> None:
+    pl = dra_plugin(dra_store(*CLAIMS))
+    state, p, ni = CycleState(), claim_pod(*claims), node_info(cpu_node(node).build())
+    pre = pl.pre_filter(state, p, [ni])
+    got = SUCCESS if pre.is_skip else pre if not pre.is_success else pl.filter(state, p, ni)
+    assert got == want
+
+
+def test_dra_filter_in_score_mode_penalises_instead() -> None:
+    pl = dra_plugin(dra_store(), SCORE_MODE)
+    infos = [node_info(cpu_node("dra1").build()), node_info(cpu_node("cpu").build())]
+    assert pl.filter(CycleState(), claim_pod(), infos[0]) == SUCCESS
+    assert scores(pl, claim_pod(), infos) == [0, 100]
+
+
+def used(node: str, *devices: str) -> ClaimBuilder:
+    return ClaimBuilder(f"used-{node}-{'-'.join(devices)}").request().allocated(node, *devices).reserved_for("x")
+
+
+@pytest.mark.parametrize(
+    ("claims", "pending", "pod_claims", "want"),
+    [
+        # (used + requested) / 4 on dra1, dra2; cpu has no devices: no DRA entry, packing 0.
+        pytest.param((), (), ("one",), [25, 25, 0], id="both-empty"),
+        pytest.param((used("dra1", "gpu-0"),), (), ("one",), [50, 25, 0], id="partly-used-wins"),
+        pytest.param((used("dra2", "gpu-0", "gpu-1"),), (), ("one",), [25, 75, 0], id="fuller-wins"),
+        pytest.param((), ("gpu-0", "gpu-1"), ("one",), [75, 25, 0], id="pending-allocations-count"),
+        pytest.param((used("dra1", "gpu-0"),), (), ("two",), [75, 50, 0], id="count-two"),
+        pytest.param((used("dra1", "gpu-0", "gpu-1", "gpu-2"),), (), ("two",), [100, 50, 0], id="capped"),
+        pytest.param((), (), ("all",), [100, 100, 0], id="all-fills-any-node"),
+    ],
+)
+def test_dra_packing_score(
+    claims: tuple[ClaimBuilder, ...], pending: tuple[str, ...], pod_claims: tuple[str, ...], want: list[int]
+) -> None:
+    pl = dra_plugin(dra_store(*CLAIMS, *claims, pending=pending), PACK_ONLY)
+    infos = [node_info(cpu_node(n).build()) for n in ("dra1", "dra2", "cpu")]
+    assert scores(pl, claim_pod(*pod_claims), infos) == want
+
+
+def test_dra_packing_without_pre_score_and_with_extended_resources() -> None:
+    """Score alone reads the store itself; a pod with both a GPU count and a DRA claim averages
+    the two: 8-GPU node, none used, 1 requested → 12; DRA 1 of 4 used + 1 → 50; (12 + 50) // 2."""
+    pl = dra_plugin(dra_store(*CLAIMS, used("dra1", "gpu-0")), PACK_ONLY)
+    assert pl.score(CycleState(), claim_pod("one"), node_info(cpu_node("dra1").build())) == 50
+    o = make_pod().req_named({GPU: "1"}).obj()
+    o["metadata"]["uid"] = "u"
+    o["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimName": "one"}]
+    both = pod_from_json(o)
+    ni = node_info(gpu_node("dra1", "8").build())
+    assert scores(pl, both, [ni]) == [(12 + 50) // 2]
+
+
+@pytest.mark.parametrize(
+    ("expr", "want"),
+    [
+        (f'device.driver == "{DRV}"', True),
+        (f"'{DRV}' == device.driver", True),
+        (f'device.driver == "{DRV}" && device.attributes["{DRV}"].model == "a100"', True),
+        ('device.driver == "gpu.nvidia.com"', True),
+        ('device.driver == "nic.example.com"', False),
+        (f'device.attributes["{DRV}"].model == "a100"', False),
+    ],
+)
+def test_dra_device_class_rule(expr: str, want: bool) -> None:
+    cls = dra.device_class_from_json(device_class_obj("some-class", expr))
+    assert acc.DRAAccelerators(acc.DEFAULT_DRA_DRIVERS).device_class(cls) is want
+
+
+def test_dra_args() -> None:
+    assert AcceleratorIsolationArgs().dra_drivers == ("gpu.*",)
+    got = acc.parse_args({"draDrivers": ["gpu.nvidia.com", "tpu.*"], "draDeviceClasses": ["accel"]}, "a")
+    assert (got.dra_drivers, got.dra_device_classes) == (("gpu.nvidia.com", "tpu.*"), ("accel",))
+    assert acc.parse_args(got.to_config(), "a") == got
+    assert acc.parse_args({"draDrivers": []}, "a").dra_drivers == ()
+    with pytest.raises(ConfigError) as exc:
+        acc.parse_args({"draDrivers": ["g*u", "*"], "draDeviceClasses": [""]}, "a")
+    assert {e.path for e in exc.value.errors} == {"a.draDrivers[0]", "a.draDrivers[1]", "a.draDeviceClasses[0]"}

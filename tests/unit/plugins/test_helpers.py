@@ -179,6 +179,27 @@ def test_in_tree_registry() -> None:
         assert plugin.name == name
 
 
+def test_in_tree_registry_is_every_in_tree_plugin() -> None:
+    """One registry: every plugin module's SPEC is in it, and the daemon's registry adds nothing
+    but out-of-tree entry points; every default-profile plugin is one of them."""
+    import importlib
+    import pkgutil
+
+    import custom_scheduler.plugins as pkg
+    from custom_scheduler.builtin import full_registry
+    from custom_scheduler.config.defaults import DEFAULT_MULTI_POINT
+
+    specs = {}
+    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        spec = getattr(importlib.import_module(info.name), "SPEC", None)
+        if isinstance(spec, registry.PluginSpec):
+            specs[spec.name] = spec
+    reg = in_tree_registry()
+    assert dict(reg) == specs
+    assert dict(full_registry(out_of_tree=False)) == dict(reg)
+    assert {name for name, _ in DEFAULT_MULTI_POINT} <= reg.keys()
+
+
 def test_plugins_without_args_reject_args() -> None:
     with pytest.raises(ConfigError):
         in_tree_registry()["NodeName"].parse_args({"x": 1}, "args")

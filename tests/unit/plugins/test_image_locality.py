@@ -1,4 +1,4 @@
-"""ImageLocality: kube-scheduler's image-spread table, plus v1.28's counting of init containers."""
+"""ImageLocality: kube-scheduler's image-spread table, plus v1.30's counting of init containers."""
 
 from __future__ import annotations
 
@@ -122,3 +122,22 @@ def test_pod_images_are_normalised_to_latest() -> None:
 )
 def test_calculate_priority(sum_scores: int, containers: int, want: int) -> None:
     assert image_locality.calculate_priority(sum_scores, containers) == want
+
+
+def test_node_image_names_are_matched_as_reported() -> None:
+    """Upstream normalises the pod's image names only: a node reporting ``gcr.io/300`` (no tag) does
+    not hold the pod's ``gcr.io/300`` (read as ``gcr.io/300:latest``); one reporting the tag does."""
+    untagged = node_images("untagged", (("gcr.io/300",), 300)).build()
+    tagged = node_images("tagged", (("gcr.io/300:latest",), 300)).build()
+    assert untagged.images == {"gcr.io/300": 300 * MB}
+    infos = with_images(node_info(n) for n in (untagged, tagged))
+    pl = image_locality.ImageLocality(None, fake_handle(infos))
+    p = pod_images("gcr.io/300").build()
+    assert [pl.score(CycleState(), p, ni) for ni in infos] == [0, 12]  # 150 MiB spread: (150-23)*100//977
+
+
+def test_image_volumes_count_as_images() -> None:
+    """v1.33+: an image volume's reference is one more image (and one more for the threshold)."""
+    b = pod_images("gcr.io/40:v1")
+    b.spec["volumes"] = [{"name": "model", "image": {"reference": "gcr.io/model"}}, {"name": "e", "emptyDir": {}}]
+    assert b.build().images == ("gcr.io/40:v1", "gcr.io/model:latest")

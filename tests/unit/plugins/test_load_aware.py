@@ -21,6 +21,8 @@ from tests.builders import NodeBuilder, make_node, make_pod
 from tests.unit.plugins.support import fake_handle, node_info
 
 NOW = 1_700_000_000.0
+#: The sources the plugins under test read through their Handle.
+SOURCES = loadmetrics.Sources()
 
 
 class Clock:
@@ -36,13 +38,13 @@ def source() -> Iterator[tuple[StaticSource, str]]:
     """A StaticSource installed under a name unique to the test."""
     name = f"test-{uuid.uuid4().hex[:8]}"
     src = StaticSource(clock=lambda: NOW)
-    loadmetrics.install(src, name)
+    SOURCES.install(src, name)
     yield src, name
-    loadmetrics.uninstall(name)
+    SOURCES.uninstall(name)
 
 
 def plugin(name: str, clock: Clock | None = None, **kw: Any) -> la.NodeLoad:
-    return la.NodeLoad(NodeLoadArgs(metrics_source=name, **kw), fake_handle(), clock=clock or Clock())
+    return la.NodeLoad(NodeLoadArgs(metrics_source=name, **kw), fake_handle(metrics=SOURCES), clock=clock or Clock())
 
 
 def node(name: str, cpu: str = "4", memory: str = "8Gi") -> NodeInfo:

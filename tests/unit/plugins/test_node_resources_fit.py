@@ -66,6 +66,12 @@ def insufficient(*resources: str) -> Status:
     return Status.unschedulable(*(f"Insufficient {r}" for r in resources))
 
 
+def unresolvable(*resources: str) -> Status:
+    """The pod asks for more of some resource than the node can allocate at all: evicting pods
+    cannot help, so UnschedulableAndUnresolvable (v1.34+ ``InsufficientResource.Unresolvable``)."""
+    return Status.unresolvable(*(f"Insufficient {r}" for r in resources))
+
+
 def ext(name: str, qty: int, cpu: int = 0, mem: int = 0) -> dict[str, str]:
     r = res(cpu, mem)
     r[name] = str(qty)
@@ -107,13 +113,13 @@ FIT_CASES = [
     pytest.param(pod(ext(EXT_A, 1)), [{}], None, SUCCESS, id="extended-resource-fits"),
     pytest.param(pod({}, init=(ext(EXT_A, 1),)), [{}], None, SUCCESS, id="extended-resource-fits-init-container"),
     pytest.param(
-        pod(ext(EXT_A, 10, 1, 1)), [ext(EXT_A, 0)], None, insufficient(EXT_A), id="extended-resource-capacity-enforced"
+        pod(ext(EXT_A, 10, 1, 1)), [ext(EXT_A, 0)], None, unresolvable(EXT_A), id="extended-resource-capacity-enforced"
     ),
     pytest.param(
         pod({}, init=(ext(EXT_A, 10, 1, 1),)),
         [ext(EXT_A, 0)],
         None,
-        insufficient(EXT_A),
+        unresolvable(EXT_A),
         id="extended-resource-capacity-enforced-init-container",
     ),
     pytest.param(
@@ -127,7 +133,7 @@ FIT_CASES = [
         pod(ext(EXT_A, 3, 1, 1), ext(EXT_A, 3, 1, 1)),
         [ext(EXT_A, 2)],
         None,
-        insufficient(EXT_A),
+        unresolvable(EXT_A),
         id="extended-resource-enforced-for-multiple-containers",
     ),
     pytest.param(
@@ -141,42 +147,42 @@ FIT_CASES = [
         pod({}, init=(ext(EXT_A, 6, 1, 1), ext(EXT_A, 3, 1, 1))),
         [ext(EXT_A, 2)],
         None,
-        insufficient(EXT_A),
+        unresolvable(EXT_A),
         id="extended-resource-enforced-for-multiple-init-containers",
     ),
-    pytest.param(pod(ext(EXT_B, 1, 1, 1)), [{}], None, insufficient(EXT_B), id="unknown-extended-resource-enforced"),
+    pytest.param(pod(ext(EXT_B, 1, 1, 1)), [{}], None, unresolvable(EXT_B), id="unknown-extended-resource-enforced"),
     pytest.param(
         pod({}, init=(ext(EXT_B, 1, 1, 1),)),
         [{}],
         None,
-        insufficient(EXT_B),
+        unresolvable(EXT_B),
         id="unknown-extended-resource-enforced-init-container",
     ),
     pytest.param(
-        pod(ext(K8S_IO_A, 10, 1, 1)), [{}], None, insufficient(K8S_IO_A), id="kubernetes-io-resource-enforced"
+        pod(ext(K8S_IO_A, 10, 1, 1)), [{}], None, unresolvable(K8S_IO_A), id="kubernetes-io-resource-enforced"
     ),
     pytest.param(
         pod({}, init=(ext(K8S_IO_B, 10, 1, 1),)),
         [{}],
         None,
-        insufficient(K8S_IO_B),
+        unresolvable(K8S_IO_B),
         id="kubernetes-io-resource-enforced-init-container",
     ),
     pytest.param(
-        pod(ext(HUGEPAGES_A, 10, 1, 1)), [ext(HUGEPAGES_A, 0)], None, insufficient(HUGEPAGES_A), id="hugepages-enforced"
+        pod(ext(HUGEPAGES_A, 10, 1, 1)), [ext(HUGEPAGES_A, 0)], None, unresolvable(HUGEPAGES_A), id="hugepages-enforced"
     ),
     pytest.param(
         pod({}, init=(ext(HUGEPAGES_A, 10, 1, 1),)),
         [ext(HUGEPAGES_A, 0)],
         None,
-        insufficient(HUGEPAGES_A),
+        unresolvable(HUGEPAGES_A),
         id="hugepages-enforced-init-container",
     ),
     pytest.param(
         pod(ext(HUGEPAGES_A, 3, 1, 1), ext(HUGEPAGES_A, 3, 1, 1)),
         [ext(HUGEPAGES_A, 2)],
         None,
-        insufficient(HUGEPAGES_A),
+        unresolvable(HUGEPAGES_A),
         id="hugepages-enforced-for-multiple-containers",
     ),
     pytest.param(
@@ -204,14 +210,14 @@ FIT_CASES = [
         pod({EXT_B: "1", K8S_IO_A: "1", "cpu": "1m", "memory": "1"}),
         [{}],
         {"ignoredResourceGroups": ["example.com"]},
-        insufficient(K8S_IO_A),
+        unresolvable(K8S_IO_A),
         id="ignored-resource-group-skipped",
     ),
     pytest.param(
         pod({K8S_IO_A: "1", "cpu": "1m", "memory": "1"}),
         [{}],
         {"ignoredResources": [K8S_IO_A], "ignoredResourceGroups": ["kubernetes.io"]},
-        insufficient(K8S_IO_A),
+        unresolvable(K8S_IO_A),
         id="native-prefixed-resources-are-never-ignored",
     ),
     pytest.param(
@@ -225,7 +231,7 @@ FIT_CASES = [
         pod({EXT_B: "1", "cpu": "100", "memory": "1"}),
         [{}],
         None,
-        insufficient("cpu", EXT_B),
+        unresolvable("cpu", EXT_B),
         id="all-reasons-accumulated",
     ),
 ]
@@ -240,6 +246,30 @@ def test_filter(p: Pod, existing: list[dict[str, str]], raw_args: dict[str, Any]
     assert pl.filter(state, p, ni) == want
     if raw_args is None:
         assert fit.fits(p, ni) == list(want.reasons)
+
+
+@pytest.mark.parametrize(
+    ("p", "existing", "want"),
+    [
+        # The node (10 cpu, 20 memory) is full: evicting its pods would make room.
+        pytest.param(pod(res(2, 2)), [res(9, 19)], insufficient("cpu", "memory"), id="full-node-is-resolvable"),
+        # 30 memory is more than the node has at all: evicting cannot help, whatever else fails too.
+        pytest.param(pod(res(2, 30)), [res(9, 0)], unresolvable("cpu", "memory"), id="bigger-than-the-node"),
+        pytest.param(pod(res(11, 0)), [], unresolvable("cpu"), id="bigger-than-an-empty-node"),
+    ],
+)
+def test_filter_unresolvable_only_when_the_node_is_too_small(
+    p: Pod, existing: list[dict[str, str]], want: Status
+) -> None:
+    """Preemption skips UnschedulableAndUnresolvable nodes, so this decides where it looks (the
+    conformance test found preemption's node counts differing from kube-scheduler's)."""
+    ni = node_info(fit_node(), *(containers(r).build() for r in existing))
+    pl = fit.NodeResourcesFit(None, fake_handle())
+    state = CycleState()
+    assert pl.pre_filter(state, p, [ni]) == SUCCESS
+    got = pl.filter(state, p, ni)
+    assert got == want
+    assert got.code is want.code
 
 
 @pytest.mark.parametrize(
@@ -276,10 +306,10 @@ def test_filter_pod_count(p: Pod, existing: list[dict[str, str]], want: Status) 
     [
         pytest.param(pod(res(1, 1)), [res(10, 10)], insufficient("cpu"), id="due-to-container-scratch-disk"),
         pytest.param(pod(res(1, 1)), [res(2, 10)], SUCCESS, id="pod-fits"),
-        pytest.param(pod(res(eph=25)), [res(2, 2)], insufficient("ephemeral-storage"), id="ephemeral-exceeds"),
+        pytest.param(pod(res(eph=25)), [res(2, 2)], unresolvable("ephemeral-storage"), id="ephemeral-exceeds"),
         pytest.param(pod(res(eph=10)), [res(2, 2)], SUCCESS, id="ephemeral-fits"),
         pytest.param(
-            pod(res(eph=10), init=(res(eph=25),)), [res(2, 2)], insufficient("ephemeral-storage"), id="init-ephemeral"
+            pod(res(eph=10), init=(res(eph=25),)), [res(2, 2)], unresolvable("ephemeral-storage"), id="init-ephemeral"
         ),
     ],
 )

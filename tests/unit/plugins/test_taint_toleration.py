@@ -29,7 +29,10 @@ def node_tainted(name: str, *taints: tuple[str, str, str]) -> NodeBuilder:
 
 
 def untolerated(key: str, value: str) -> Status:
-    return Status.unresolvable(f"node(s) had untolerated taint {{{key}: {value}}}")
+    """The rejection for an untolerated ``key=value`` taint: since v1.35 the reason does not name it
+    (taints may be sensitive), so ``key`` and ``value`` only document the case."""
+    del key, value
+    return Status.unresolvable("node(s) had untolerated taint(s)")
 
 
 @pytest.mark.parametrize(
@@ -93,13 +96,13 @@ def untolerated(key: str, value: str) -> Status:
             pod_tolerating(),
             node_tainted("a", ("node.kubernetes.io/not-ready", "", "NoExecute")),
             untolerated("node.kubernetes.io/not-ready", ""),
-            id="no-execute-filters-and-empty-value-renders-blank",
+            id="no-execute-filters",
         ),
         pytest.param(
             pod_tolerating(("a", "Exists", "", "")),
             node_tainted("a", ("a", "1", "NoSchedule"), ("b", "2", "NoExecute"), ("c", "3", "NoSchedule")),
             untolerated("b", "2"),
-            id="first-untolerated-taint-is-reported",
+            id="one-untolerated-taint-among-tolerated-ones",
         ),
         pytest.param(
             pod_tolerating(("", "Exists", "", "")),

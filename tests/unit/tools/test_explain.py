@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from custom_scheduler import config
 from custom_scheduler.app import build_frameworks
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.framework.types import CycleState, FitError, Snapshot
@@ -70,7 +71,7 @@ def test_verdicts_scores_and_result(example_cluster, example_pods, default_confi
     assert by["gpu-c3"]["feasible"]
     assert by["gpu-c3"]["plugin"] == ""
     assert by["infra-a3"]["plugin"] == "TaintToleration"
-    assert by["infra-a3"]["reasons"] == ["node(s) had untolerated taint {dedicated: infra}"]
+    assert by["infra-a3"]["reasons"] == ["node(s) had untolerated taint(s)"]
     assert by["node-a1"]["plugin"] == "NodeAffinity"
     assert by["node-a1"]["code"] == "UnschedulableAndUnresolvable"
     # Each filter plugin's own verdict: node-a1 also lacks GPUs (NodeResourcesFit fails too).
@@ -100,9 +101,8 @@ def test_unschedulable_pod_gets_kube_message_and_preemption_outcome(
     assert ex.node is None
     assert ex.scores == []
     assert ex.message == (
-        "0/8 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 1 node(s) had untolerated "
-        "taint {nvidia.com/gpu: present}, 5 Insufficient memory, 6 Insufficient cpu. "
-        "preemption: not eligible due to preemptionPolicy=Never.."
+        "0/8 nodes are available: 2 node(s) had untolerated taint(s), 5 Insufficient memory, 6 Insufficient cpu. "
+        "preemption: not eligible due to preemptionPolicy=Never."
     )
     assert ex.feasible == 0
 
@@ -153,6 +153,47 @@ def test_nominated_pods_count_on_their_node(default_config, registry) -> None:
     ex = explain_pod(state, make_pod("p").req(cpu="2").obj(), default_config, registry)
     assert next(v for v in ex.verdicts if v.name == "a").reasons == ["Insufficient cpu"]
     assert ex.node == "b"
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        pytest.param(("example.com/a",), "waiting for scheduling gates: [example.com/a]", id="one"),
+        pytest.param(("a", "b"), "waiting for scheduling gates: [a b]", id="two"),
+    ],
+)
+def test_gated_pod_is_reported_as_gated_not_placed(
+    default_config, registry, gates: tuple[str, ...], message: str
+) -> None:
+    """PreEnqueue first, as in the daemon's queue: a gated pod gets no node verdicts and no node,
+    although a node would fit it."""
+    state = snapshot.ClusterState(nodes=[make_node("n").obj()], source="test")
+    ex = explain_pod(state, make_pod("p").gates(*gates).obj(), default_config, registry)
+    assert ex.gated
+    assert not ex.schedulable
+    assert (ex.verdicts, ex.scores, ex.preemption, ex.error) == ([], [], None, "")
+    assert ex.message == message
+    d = ex.to_dict()
+    assert d["gated"] == {"plugin": "SchedulingGates", "code": "UnschedulableAndUnresolvable", "message": message}
+    assert d["result"] == {"schedulable": False, "node": None, "score": None, "ties": [], "message": message}
+    text = format_explanation(ex, "table")
+    assert "Result: gated (not attempted)" in text
+    assert message in text
+    assert "Filters:" not in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    # Without gates the same pod is placed, and nothing says gated.
+    free = explain_pod(state, make_pod("p").obj(), default_config, registry)
+    assert (free.node, free.gated, free.to_dict()["gated"]) == ("n", False, None)
+
+
+def test_gated_pod_with_scheduling_gates_disabled_is_placed(registry) -> None:
+    cfg = config.load_config(
+        snapshot.DEFAULT_CONFIG_TEXT + "profiles:\n- plugins: {preEnqueue: {disabled: [{name: SchedulingGates}]}}\n",
+        registry,
+    )
+    state = snapshot.ClusterState(nodes=[make_node("n").obj()], source="test")
+    ex = explain_pod(state, make_pod("p").gates("g").obj(), cfg, registry)
+    assert (ex.gated, ex.node) == (False, "n")
 
 
 # -- output formats ---------------------------------------------------------------------------------

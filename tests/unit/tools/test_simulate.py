@@ -133,7 +133,7 @@ def test_later_pods_see_earlier_placements(default_config, registry) -> None:
     res = _run(state, pods, default_config, registry)
     assert [o.result for o in res.outcomes] == ["scheduled", "scheduled", "unschedulable"]
     assert res.outcomes[2].message == "0/1 nodes are available: 1 Insufficient cpu. " + (
-        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
 
 
@@ -150,6 +150,33 @@ def test_a_pod_waiting_on_affinity_is_retried_after_a_later_placement(default_co
     assert placed == {"default/db": "b", "default/follower": "b"}
     assert [p.pod for p in res.placements] == ["default/db", "default/follower"]
     assert res.outcomes[0].attempts == 2
+
+
+def test_gated_pods_are_reported_and_never_placed(default_config, registry) -> None:
+    """A gated pod is not attempted and holds no room: the pod after it takes the only slot."""
+    state = _state(make_node("n1").capacity(cpu="2", memory="4Gi", pods="10"))
+    gated = make_pod("gated").req(cpu="1500m").priority(100).gates("example.com/a", "example.com/b").obj()
+    free = make_pod("free").req(cpu="1500m").obj()
+    res = _run(state, [gated, free], default_config, registry)
+    assert [(o.pod, o.result, o.attempts) for o in res.outcomes] == [
+        ("default/gated", "gated", 0),
+        ("default/free", "scheduled", 1),
+    ]
+    d = res.to_dict()
+    assert d["summary"]["gated"] == 1
+    assert d["summary"]["unschedulable"] == 0
+    assert d["gatedPods"] == [
+        {"pod": "default/gated", "message": "waiting for scheduling gates: [example.com/a example.com/b]"}
+    ]
+    assert d["unschedulablePods"] == []
+    text = render.simulation_text(d)
+    flat = " ".join(text.split())
+    assert "1 placed, 0 unschedulable, 1 gated" in flat
+    assert "Gated (held back by PreEnqueue: never attempted) default/gated waiting for scheduling gates" in flat
+    assert max(len(line) for line in text.splitlines()) <= 100
+    page = render.simulation_html(d)
+    assert "<h2>Gated pods (never attempted)</h2>" in page
+    assert "<td>default/gated</td><td>waiting for scheduling gates: [example.com/a example.com/b]</td>" in page
 
 
 def test_preemption_evicts_lower_priority_pods_in_the_simulation(default_config, registry) -> None:

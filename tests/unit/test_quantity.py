@@ -8,7 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from custom_scheduler.kube import quantity
+from custom_scheduler import quantity
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,19 @@ class QuantityError(ValueError):
     """A string that is not a valid Kubernetes quantity."""
 
 
+#: The largest magnitude accepted, in the unit returned (bytes, counts, milli-CPU): int64, as
+#: kube-scheduler's ``Value()``/``MilliValue()``. Checked on the Decimal *before* ``int()``, which
+#: would otherwise build a billion-digit integer for ``"1e999999999"`` (a regex-valid quantity)
+#: and hang the informer thread; and the node arrays are int64, which a larger value overflows.
+MAX_VALUE = 2**63 - 1
+
+
+def _bounded(d: Decimal, text: object) -> int:
+    if not d.is_finite() or abs(d) > MAX_VALUE:
+        raise QuantityError(f"quantity {text!r} is out of range")
+    return int(d)
+
+
 def parse(text: str | int | float) -> Decimal:
     """Parse a quantity into an exact Decimal in base units (cores, bytes, counts)."""
     if isinstance(text, bool):
@@ -63,13 +76,19 @@ def parse(text: str | int | float) -> Decimal:
 @functools.lru_cache(maxsize=4096, typed=True)  # a few distinct strings, parsed on every pod event
 def to_int(text: str | int | float) -> int:
     """Base units rounded up: bytes for memory, counts for pods and extended resources."""
-    return int(parse(text).to_integral_value(rounding=ROUND_CEILING))
+    try:
+        return _bounded(parse(text).to_integral_value(rounding=ROUND_CEILING), text)
+    except ArithmeticError as e:  # decimal.Overflow near the context's exponent limit
+        raise QuantityError(f"quantity {text!r} is out of range") from e
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
 def to_milli(text: str | int | float) -> int:
     """Milli-units rounded up: milli-CPU ("250m" → 250, "1.5" → 1500)."""
-    return int((parse(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
+    try:
+        return _bounded((parse(text) * 1000).to_integral_value(rounding=ROUND_CEILING), text)
+    except ArithmeticError as e:  # "1E999997" * 1000 leaves the context's exponent range
+        raise QuantityError(f"quantity {text!r} is out of range") from e
 
 
 def format_milli_cpu(milli: int) -> str:

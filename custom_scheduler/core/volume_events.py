@@ -1,0 +1,103 @@
+"""Which unschedulable pods a storage event may help: the volume plugins' EventsToRegister.
+
+kube-scheduler registers, per plugin, the cluster events that may make a pod it rejected
+schedulable, with a queueing hint that looks closer. :func:`requeue_for` turns one change of the
+:class:`~custom_scheduler.framework.volumes.VolumeStore` into the arguments of
+``SchedulingQueue.move_all_to_active_or_backoff``: the event label (upstream's, e.g.
+``PersistentVolumeClaimAdd``), the plugins whose rejections it may lift, and a per-pod check.
+Events that help no plugin (a PV update that changes nothing VolumeZone reads, when VolumeBinding
+is not involved, cannot happen: VolumeBinding takes every PV event) return None.
+
+Hints kept: a claim event only concerns pods in its namespace that use it; a StorageClass update
+only matters for its ``allowedTopologies``; a CSINode update for NodeVolumeLimits only when a
+driver's limit grew; a CSIStorageCapacity update only when its volume limit grew. Assigned-pod
+deletions and node events already move every unschedulable pod elsewhere.
+
+The one storage delete that helps is a VolumeAttachment's: the detached volume frees a slot of
+its driver on the node, so NodeVolumeLimits' rejections are retried. Upstream's hint queues a pod
+that has a ``persistentVolumeClaim`` volume (not a generic ephemeral one) or an in-tree inline
+volume migrated to the attacher's driver. NodeVolumeLimits here counts no inline volumes, so the
+claim test is the whole hint (a pod whose claims are all generic ephemeral ones stays put, as
+upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from custom_scheduler.framework import volumes as fv
+from custom_scheduler.model import Pod
+from custom_scheduler.storage import WAIT_FOR_FIRST_CONSUMER, pv_zone_topologies
+
+#: The volume plugins' names, spelled out: core imports no plugin module (a test keeps them equal).
+BINDING, RESTRICTIONS, ZONE, LIMITS = (
+    "VolumeBinding",
+    "VolumeRestrictions",
+    "VolumeZone",
+    "NodeVolumeLimits",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    event: str
+    plugins: frozenset[str]
+    pre_check: Callable[[Pod], bool] | None = None
+
+
+def _uses_claim(namespace: str, name: str) -> Callable[[Pod], bool]:
+    def check(pod: Pod) -> bool:
+        return pod.namespace == namespace and any(v.claim == name for v in pod.volumes)
+
+    return check
+
+
+def _has_claim_volume(pod: Pod) -> bool:
+    return any(v.claim and not v.ephemeral for v in pod.volumes)
+
+
+def _limits(csinode: Any) -> dict[str, int]:
+    return {d: c or 0 for d, c in csinode.drivers.items()}
+
+
+def requeue_for(kind: str, old: Any, new: Any) -> Requeue | None:
+    """The queue move for a change of ``kind`` (None: nothing it could help)."""
+    if new is None:
+        if kind == fv.VOLUME_ATTACHMENT:
+            return Requeue(f"{kind}Delete", frozenset({LIMITS}), _has_claim_volume)
+        return None  # deleting any other storage object makes no pod schedulable
+    action = "Add" if old is None else "Update"
+    event = f"{kind}{action}"
+    plugins: set[str] = set()
+    check: Callable[[Pod], bool] | None = None
+    if kind == fv.PV:
+        plugins.add(BINDING)
+        if old is None or pv_zone_topologies(old) != pv_zone_topologies(new):
+            plugins.add(ZONE)
+    elif kind == fv.PVC:
+        plugins |= {BINDING, ZONE}
+        if old is None:
+            plugins |= {RESTRICTIONS, LIMITS}
+        check = _uses_claim(new.namespace, new.name)
+    elif kind == fv.STORAGE_CLASS:
+        if old is None or old.allowed_topologies != new.allowed_topologies:
+            plugins.add(BINDING)
+        if old is None and new.binding_mode == WAIT_FOR_FIRST_CONSUMER:
+            plugins.add(ZONE)
+    elif kind == fv.CSI_NODE:
+        if old is None or old.migrated_plugins != new.migrated_plugins:
+            plugins.add(BINDING)
+        if old is None or any(c > _limits(old).get(d, 0) for d, c in _limits(new).items()):
+            plugins.add(LIMITS)
+    elif kind == fv.CSI_DRIVER:
+        if old is not None and old.storage_capacity and not new.storage_capacity:
+            plugins.add(BINDING)
+    elif kind == fv.CSI_CAPACITY:
+        new_limit, old_limit = new.volume_limit, (old.volume_limit if old is not None else None)
+        if old is None or (new_limit is not None and (old_limit is None or new_limit > old_limit)):
+            plugins.add(BINDING)
+    if not plugins:
+        return None
+    return Requeue(event, frozenset(plugins), check)

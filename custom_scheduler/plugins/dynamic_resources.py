@@ -1,0 +1,403 @@
+"""DynamicResources: allocate the devices of a pod's ResourceClaims (DRA, resource.k8s.io/v1).
+
+kube-scheduler's ``DynamicResources`` (``pkg/scheduler/framework/plugins/dynamicresources``), which
+is in the default profile since DRA went GA in 1.34. A pod names claims in ``spec.resourceClaims``,
+directly (``resourceClaimName``) or through a template, whose claim the resourceclaim controller
+creates and records in ``status.resourceClaimStatuses``.
+
+- **PreEnqueue**: every claim of the pod must exist (a template's claim must have been created
+  for this pod) and not be being deleted; until then the pod waits, gated, with upstream's reason
+  (``pod "ns/name": ResourceClaim not created yet``). The claim's creation and the pod's status
+  update release it.
+- **PreFilter**: Skip for a pod without claims. A claim allocated and reserved for too many
+  consumers is ``resourceclaim in use``; an allocated claim only fits the nodes its allocation's
+  node selector admits; a claim another pod's binding is allocating right now makes the pod wait
+  (``resource claim ns/name is in the process of being allocated``); a request's missing class is
+  UnschedulableAndUnresolvable, a selector that does not compile is an error naming the claim.
+- **Filter** per node: allocated claims must be available on the node (``resourceclaim not
+  available on the node``); the others are allocated from the devices of the slices that reach
+  the node (its ``nodeName``, ``allNodes``, or a ``nodeSelector`` matching it), minus every device
+  allocated, assumed or pending (see :mod:`custom_scheduler.framework.dra`): ``cannot allocate all
+  claims`` when they do not fit, an ERROR for a selector failing at runtime.
+- **Score**: upstream's (1.37): for ``firstAvailable`` requests, ``8 - index`` of the subrequest
+  the node's allocation used, so nodes that satisfy the preferred alternative win; normalised to
+  0..100. Upstream does not pack devices, so neither do we.
+- **Reserve** records the node's allocations as pending in the store (so the next cycle never
+  gives those devices to another pod); **Unreserve** drops them and, when PreBind already wrote
+  the reservation, removes the pod from ``reservedFor`` again.
+- **PreBind** (binding cycle, off the scheduling thread) adds upstream's finalizer
+  ``resource.kubernetes.io/delete-protection`` with an update, then updates ``status`` with the
+  allocation (device results and node selector) and ``reservedFor`` += the pod, each update
+  carrying the claim's resourceVersion; on a conflict it re-reads the claim and tries again, and
+  fails when the claim got deleted or allocated elsewhere meanwhile. The updated claim is then
+  assumed in the store until the watch brings it back.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from custom_scheduler import dra
+from custom_scheduler.framework import registry
+from custom_scheduler.framework.api import errors as kerr
+from custom_scheduler.framework.dra import DRAStore
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    StateKey,
+    Status,
+)
+from custom_scheduler.model import Pod
+from custom_scheduler.plugins import helpers
+
+NAME = "DynamicResources"
+
+REASON_CANNOT_ALLOCATE = "cannot allocate all claims"
+REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
+REASON_IN_USE = "resourceclaim in use"
+
+#: PreBind's attempts at one claim's update when the API answers 409 Conflict (client-go's DefaultRetry).
+CONFLICT_RETRIES = 5
+
+
+@dataclass(slots=True)
+class _State:
+    claims: list[dra.ResourceClaim] = field(default_factory=list)
+    to_allocate: list[int] = field(default_factory=list)
+    """Indices in ``claims`` of the claims this pod's scheduling must allocate."""
+    in_use: frozenset[dra.DeviceID] = frozenset()
+    by_node: dict[str, list[dra.Allocation]] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+    """UIDs of claims whose allocation Reserve signalled."""
+    reserved: list[dra.ResourceClaim] = field(default_factory=list)
+    """Claims PreBind added the pod to (Unreserve takes it out again)."""
+
+
+STATE_KEY: StateKey[_State] = StateKey(NAME)
+
+
+class ClaimMissing(Exception):
+    """A claim of the pod does not exist (yet), is being deleted, or is not this pod's."""
+
+
+def pod_claims(pod: Pod, store: DRAStore) -> list[dra.ResourceClaim]:
+    """``foreachPodResourceClaim``: the pod's claims (as the store has them). Raises ClaimMissing
+    with upstream's message when one is not created yet, missing, deleting or not the pod's."""
+    out = []
+    for rc in pod.resource_claims:
+        if not rc.resolved:
+            if rc.template:
+                raise ClaimMissing(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
+            raise ClaimMissing(
+                f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{rc.name}": '
+                "none of the supported fields are set"
+            )
+        if not rc.claim:
+            continue  # the controller decided no claim is needed
+        claim = store.get_claim(pod.namespace, rc.claim)
+        if claim is None:
+            raise ClaimMissing(f'resourceclaim.resource.k8s.io "{rc.claim}" not found')
+        if claim.deleting:
+            raise ClaimMissing(f'resourceclaim "{claim.name}" is being deleted')
+        if rc.template and claim.owner_uid != pod.uid:
+            raise ClaimMissing(
+                f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
+                f"{pod.namespace}/{pod.name} (Pod is not owner)"
+            )
+        out.append(claim)
+    return out
+
+
+def compile_errors(claim: dra.ResourceClaim, store: DRAStore, cels: dra.CELCache) -> str:
+    """The first selector of the claim (or of a class it uses) that does not compile, in
+    upstream's words, or ""."""
+    for dr in claim.requests:
+        for req in dr.alternatives:
+            cls = store.device_class(req.device_class)
+            for i, expr in enumerate(cls.selectors if cls is not None else ()):
+                c = cels.get(expr)
+                if c.program is None:
+                    return f"class {cls.name if cls else ''}: selector #{i}: CEL compile error: {c.error}"
+            for i, expr in enumerate(req.selectors):
+                c = cels.get(expr)
+                if c.program is None:
+                    return f"claim {claim.key}: selector #{i}: CEL compile error: {c.error}"
+    return ""
+
+
+def score_allocations(
+    claims: Sequence[dra.ResourceClaim], to_allocate: Sequence[int], allocs: Sequence[dra.Allocation]
+) -> int:
+    """``computeScore``: ``FIRST_AVAILABLE_MAX - i`` for each firstAvailable subrequest ``i`` used."""
+    score = 0
+    by_claim = dict(zip(to_allocate, allocs, strict=False))
+    for ci, claim in enumerate(claims):
+        alloc = claim.allocation or by_claim.get(ci)
+        if alloc is None:
+            continue
+        used = {r.request for r in alloc.results if "/" in r.request}
+        for dr in claim.requests:
+            if not dr.first_available:
+                continue
+            for i, sub in enumerate(dr.alternatives):
+                if sub.name in used:
+                    score += dra.FIRST_AVAILABLE_MAX - i
+    return score
+
+
+def chosen_devices(state: CycleState, node_name: str) -> list[str]:
+    """What Filter allocated on ``node_name`` in this cycle, one line per claim (``explain``)."""
+    s = state.get(STATE_KEY)
+    if s is None:
+        return []
+    allocs = s.by_node.get(node_name) or []
+    out = []
+    for i, alloc in zip(s.to_allocate, allocs, strict=False):
+        devs = ", ".join(f"{r.request}={r.driver}/{r.pool}/{r.device}" for r in alloc.results)
+        out.append(f"claim {s.claims[i].key}: {devs}")
+    for claim in s.claims:
+        if claim.allocation is not None:
+            devs = ", ".join(f"{r.request}={r.driver}/{r.pool}/{r.device}" for r in claim.allocation.results)
+            out.append(f"claim {claim.key} (already allocated): {devs}")
+    return out
+
+
+def _claim_path(claim: dra.ResourceClaim, status: bool = False) -> str:
+    p = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+    return p + "/status" if status else p
+
+
+class DynamicResources:
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self.handle = handle
+        self.cels = _CELS
+
+    @property
+    def store(self) -> DRAStore:
+        return self.handle.dra
+
+    # -- queue ------------------------------------------------------------------------------------
+    def pre_enqueue(self, pod: Pod) -> Status:
+        if not pod.resource_claims:
+            return SUCCESS
+        try:
+            pod_claims(pod, self.store)
+        except ClaimMissing as e:
+            return Status.unresolvable(str(e))
+        return SUCCESS
+
+    # -- scheduling cycle -------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        if not pod.resource_claims:
+            return SKIP
+        store = self.store
+        try:
+            claims = pod_claims(pod, store)
+        except ClaimMissing as e:
+            return Status.unresolvable(str(e))
+        if not claims:
+            return SKIP
+        s = _State(claims=claims)
+        for i, claim in enumerate(claims):
+            if claim.allocation is not None:
+                if not claim.can_be_reserved and not claim.reserved_for_pod(pod.uid):
+                    return Status.unresolvable(REASON_IN_USE)
+                continue
+            if store.pending_allocation(claim.uid) is not None:
+                return Status.unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+            for dr in claim.requests:
+                for req in dr.alternatives:
+                    if store.device_class(req.device_class) is None:
+                        return Status.unresolvable(
+                            f"request {req.name}: device class {req.device_class} does not exist"
+                        )
+            err = compile_errors(claim, store, self.cels)
+            if err:
+                return Status.as_error(err)
+            s.to_allocate.append(i)
+        s.in_use = store.allocated_devices() if s.to_allocate else frozenset()
+        state.write(STATE_KEY, s)
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        s = state.read(STATE_KEY)
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found")
+        for claim in s.claims:
+            if claim.allocation is not None and not claim.allocation.available_on(node.name, node.labels):
+                return Status.unresolvable(REASON_NOT_AVAILABLE)
+        if not s.to_allocate:
+            return SUCCESS
+        store = self.store
+        cands = dra.candidates_for_node(store.slices_for(node.name), node.name, node.labels)
+        try:
+            allocs = dra.allocate(
+                [s.claims[i] for i in s.to_allocate], cands, s.in_use, store.device_class, self.cels, node.name
+            )
+        except dra.AllocationError as e:
+            return Status.as_error(str(e))
+        if allocs is None:
+            return Status.unresolvable(REASON_CANNOT_ALLOCATE)
+        s.by_node[node.name] = allocs
+        return SUCCESS
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        s = state.get(STATE_KEY)
+        if s is None or not any(dr.first_available for c in s.claims for dr in c.requests):
+            return SKIP
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        s = state.read(STATE_KEY)
+        allocs = s.by_node.get(node_info.name)
+        if allocs is None and s.to_allocate:
+            return 0
+        return score_allocations(s.claims, s.to_allocate, allocs or [])
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        helpers.default_normalize_score(scores, reverse=False, max_priority=MAX_NODE_SCORE)
+        return SUCCESS
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        s = state.get(STATE_KEY)
+        if s is None or not s.to_allocate:
+            return SUCCESS
+        allocs = s.by_node.get(node_name)
+        if allocs is None or len(allocs) != len(s.to_allocate):
+            return Status.as_error("claim allocation not found for node")
+        for i, alloc in zip(s.to_allocate, allocs, strict=True):
+            claim = s.claims[i]
+            if not self.store.signal_pending(claim, alloc):
+                self._drop_pending(s)
+                return Status.unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+            s.pending.append(claim.uid)
+        return SUCCESS
+
+    def _drop_pending(self, s: _State) -> None:
+        for uid in s.pending:
+            self.store.remove_pending(uid)
+        s.pending.clear()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return
+        self._drop_pending(s)
+        client = self.handle.client
+        for claim in s.reserved:
+            if client is None:
+                break
+            try:
+                self._update_status(client, claim, lambda c: _without_pod(c, pod.uid))
+            except Exception:
+                pass  # best effort, as upstream's patch: the resourceclaim controller also cleans up
+        s.reserved.clear()
+
+    # -- binding cycle ----------------------------------------------------------------------------
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return SUCCESS
+        client = self.handle.client
+        if client is None:
+            return Status.as_error("no API client to reserve resource claims")
+        allocs = dict(zip(s.to_allocate, s.by_node.get(node_name) or [], strict=False))
+        consumer = dra.Consumer("pods", pod.name, pod.uid)
+        for i, claim in enumerate(s.claims):
+            alloc = allocs.get(i)
+            try:
+                updated = self._bind_claim(client, claim, alloc, consumer)
+            except Exception as e:
+                return Status.as_error(str(e))
+            s.reserved.append(updated)
+            self.store.assume_claim(updated)
+            if alloc is not None:
+                self.store.remove_pending(claim.uid)
+                if claim.uid in s.pending:
+                    s.pending.remove(claim.uid)
+        return SUCCESS
+
+    def _bind_claim(
+        self, client: Any, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
+    ) -> dra.ResourceClaim:
+        """``bindClaim``: finalizer (with an allocation), then allocation + reservedFor, retried on
+        conflicts with a fresh read; returns the claim as the API server stored it."""
+        refresh = False
+        for attempt in range(CONFLICT_RETRIES):
+            if refresh:
+                try:
+                    claim = dra.resource_claim_from_json(client.get(_claim_path(claim)))
+                except Exception as e:
+                    raise RuntimeError(f"get updated claim {claim.key} after conflict: {e}") from e
+            refresh = True
+            if claim.deleting:
+                raise RuntimeError(f"claim {claim.key} got deleted in the meantime")
+            try:
+                if alloc is not None:
+                    if claim.allocation is not None:
+                        raise RuntimeError(f"claim {claim.key} got allocated elsewhere in the meantime")
+                    if dra.FINALIZER not in claim.finalizers:
+                        raw = copy.deepcopy(claim.raw)
+                        meta = raw.setdefault("metadata", {})
+                        meta["finalizers"] = [*(meta.get("finalizers") or ()), dra.FINALIZER]
+                        try:
+                            claim = dra.resource_claim_from_json(client.put(_claim_path(claim), raw))
+                        except kerr.Conflict:
+                            raise
+                        except Exception as e:
+                            raise RuntimeError(f"add finalizer to claim {claim.key}: {e}") from e
+                if claim.reserved_for_pod(consumer.uid) and (alloc is None or claim.allocation is not None):
+                    return claim
+                raw = copy.deepcopy(claim.raw)
+                status = raw.setdefault("status", {})
+                if alloc is not None:
+                    status["allocation"] = alloc.to_json()
+                status["reservedFor"] = [*(status.get("reservedFor") or ()), consumer.to_json()]
+                try:
+                    return dra.resource_claim_from_json(client.put(_claim_path(claim, status=True), raw))
+                except kerr.Conflict:
+                    raise
+                except Exception as e:
+                    what = "allocation and reservation" if alloc is not None else "reservation"
+                    raise RuntimeError(f"add {what} to claim {claim.key}: {e}") from e
+            except kerr.Conflict:
+                if attempt == CONFLICT_RETRIES - 1:
+                    raise
+        raise RuntimeError(f"claim {claim.key}: too many conflicts")
+
+    def _update_status(self, client: Any, claim: dra.ResourceClaim, change: Any) -> None:
+        for _ in range(CONFLICT_RETRIES):
+            raw = change(claim)
+            if raw is None:
+                return
+            try:
+                self.store.assume_claim(dra.resource_claim_from_json(client.put(_claim_path(claim, status=True), raw)))
+                return
+            except kerr.Conflict:
+                claim = dra.resource_claim_from_json(client.get(_claim_path(claim)))
+
+
+def _without_pod(claim: dra.ResourceClaim, uid: str) -> dict[str, Any] | None:
+    if not claim.reserved_for_pod(uid):
+        return None
+    raw = copy.deepcopy(claim.raw)
+    status = raw.setdefault("status", {})
+    status["reservedFor"] = [c for c in status.get("reservedFor") or () if c.get("uid") != uid]
+    return raw
+
+
+#: One compiled-expression cache for the process: expressions are the same across profiles and reloads.
+_CELS = dra.CELCache()
+
+SPEC = registry.PluginSpec(NAME, factory=DynamicResources)

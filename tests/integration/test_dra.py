@@ -1,0 +1,307 @@
+"""DynamicResources against the real API server (resource.k8s.io/v1) and resourceclaim controller.
+
+Devices come from ResourceSlices a fake driver (``gpu.example.com``) would publish; pods use
+ResourceClaimTemplates, so the real resourceclaim controller creates each pod's claim and records
+it in the pod's status (until then PreEnqueue keeps the pod gated). The scheduler allocates and
+writes ``status.allocation`` and ``status.reservedFor``. Slices and classes are cluster-scoped, so
+their names carry the test's namespace and they are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from custom_scheduler.app import App
+from custom_scheduler.devenv import cluster
+from custom_scheduler.kube import errors
+from custom_scheduler.kube.client import KubeClient
+from tests.builders import NodeBuilder, make_node, make_pod
+
+Nodes = Callable[[NodeBuilder], dict[str, Any]]
+API = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.example.com"
+
+
+class DRA:
+    """Creates slices, classes and templates for one test; deletes the cluster-scoped ones after."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube = kube
+        self.ns = namespace
+        self.slices: list[str] = []
+        self.classes: list[str] = []
+
+    def slice(self, node: str, models: list[str]) -> None:
+        name = f"{node}-gpus"
+        devices = [
+            {"name": f"gpu-{i}", "attributes": {"model": {"string": m}, "index": {"int": i}}}
+            for i, m in enumerate(models)
+        ]
+        spec = {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        }
+        self.kube.post(f"{API}/resourceslices", {"metadata": {"name": name}, "spec": spec})
+        self.slices.append(name)
+
+    def device_class(self, name: str = "gpu") -> str:
+        full = f"{name}-{self.ns}"
+        sel = [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
+        self.kube.post(f"{API}/deviceclasses", {"metadata": {"name": full}, "spec": {"selectors": sel}})
+        self.classes.append(full)
+        return full
+
+    def template(self, name: str, cls: str, selectors: list[str] = (), count: int = 1) -> None:  # type: ignore[assignment]
+        exactly: dict[str, Any] = {"deviceClassName": cls, "count": count}
+        if selectors:
+            exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        spec = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
+        self.kube.post(f"{API}/namespaces/{self.ns}/resourceclaimtemplates", {"metadata": {"name": name}, "spec": spec})
+
+    def claims(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.kube.get(f"{API}/namespaces/{self.ns}/resourceclaims")["items"]
+        return items
+
+    def cleanup(self) -> None:
+        for name in self.slices:
+            with contextlib.suppress(errors.KubeError):
+                self.kube.delete(f"{API}/resourceslices/{name}")
+        for name in self.classes:
+            with contextlib.suppress(errors.KubeError):
+                self.kube.delete(f"{API}/deviceclasses/{name}")
+
+
+@pytest.fixture
+def dra(kube: KubeClient, namespace: str) -> Iterator[DRA]:
+    d = DRA(kube, namespace)
+    yield d
+    d.cleanup()
+
+
+def gpu_pod(name: str, template: str, namespace: str) -> dict[str, Any]:
+    obj = make_pod(name, namespace).obj()
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return obj
+
+
+def bound(kube: KubeClient, namespace: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in cluster.list_pods(kube, namespace)}
+
+
+def notes(kube: KubeClient, namespace: str, pod: str) -> list[str]:
+    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+    return [e.get("note", "") for e in events if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod]
+
+
+def allocations(dra: DRA) -> dict[str, tuple[str, str, list[tuple[str, str]]]]:
+    """Pod name -> (claim, device "pool/device", reservedFor [(resource, name)]) for allocated claims."""
+    out = {}
+    for c in dra.claims():
+        st = c.get("status") or {}
+        alloc = st.get("allocation")
+        if not alloc:
+            continue
+        owner = next(o["name"] for o in c["metadata"]["ownerReferences"] if o.get("controller"))
+        [res] = alloc["devices"]["results"]
+        assert res["driver"] == DRIVER
+        rf = [(r["resource"], r["name"]) for r in st.get("reservedFor") or ()]
+        out[owner] = (c["metadata"]["name"], f"{res['pool']}/{res['device']}", rf)
+    return out
+
+
+def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(
+    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
+) -> None:
+    names = [nodes(make_node(f"gpu{i}"))["metadata"]["name"] for i in range(2)]
+    for n in names:
+        dra.slice(n, ["a100", "a100"])
+    cls = dra.device_class()
+    dra.template("one-gpu", cls)
+    app = start_scheduler()
+    for i in range(5):
+        kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod(f"p{i}", "one-gpu", namespace))
+
+    def four_bound() -> dict[str, str] | None:
+        got = bound(kube, namespace)
+        return got if sum(1 for v in got.values() if v) == 4 else None
+
+    placed = cluster.wait_for(four_bound, timeout=60, what="4 of 5 GPU pods bound")
+    [pending] = [p for p, n in placed.items() if not n]
+    allocs = cluster.wait_for(lambda: (a := allocations(dra)) and len(a) == 4 and a, what="4 claims allocated")
+    devices = [dev for _, dev, _ in allocs.values()]
+    assert len(set(devices)) == 4, f"a device allocated twice: {devices}"
+    for pod, (_, dev, reserved) in allocs.items():
+        assert dev.split("/")[0] == placed[pod], "the device is on the pod's node"
+        assert reserved == [("pods", pod)]
+    assert pending not in allocs
+    msgs = cluster.wait_for(lambda: notes(kube, namespace, pending), what="FailedScheduling of the fifth")
+    assert any("cannot allocate all claims" in m for m in msgs), msgs
+
+    # Free one device: delete a bound pod; the controller unreserves and deletes its claim.
+    victim = next(p for p, n in placed.items() if n)
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/{victim}")
+    cluster.wait_for(
+        lambda: cluster.finish_terminating_pods(kube, namespace) >= 0 and victim not in bound(kube, namespace),
+        timeout=30,
+        what="victim gone",
+    )
+    cluster.wait_for(lambda: bound(kube, namespace).get(pending), timeout=60, what="fifth pod bound")
+    final = cluster.wait_for(lambda: (a := allocations(dra)) and pending in a and a, what="fifth claim allocated")
+    live = {p: d for p, (_, d, _) in final.items() if p != victim}
+    assert len(set(live.values())) == len(live) == 4
+    cluster.wait_for(lambda: app.dra.assumed() == ([], []), timeout=10, what="nothing left assumed")
+
+
+def test_cel_selector_on_model_gets_that_model_or_nothing(
+    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
+) -> None:
+    a, b = (nodes(make_node(f"m{i}"))["metadata"]["name"] for i in range(2))
+    dra.slice(a, ["a100"])
+    dra.slice(b, ["h100"])
+    cls = dra.device_class()
+    dra.template("h100", cls, [f'device.attributes["{DRIVER}"].model == "h100"'])
+    dra.template("b200", cls, [f'device.attributes["{DRIVER}"].model == "b200"'])
+    start_scheduler()
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("wants-h100", "h100", namespace))
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("wants-b200", "b200", namespace))
+    cluster.wait_for(lambda: bound(kube, namespace).get("wants-h100") == b, timeout=60, what="h100 pod on h100 node")
+    msgs = cluster.wait_for(lambda: notes(kube, namespace, "wants-b200"), what="b200 pod rejected")
+    assert any("cannot allocate all claims" in m for m in msgs), msgs
+    assert not bound(kube, namespace)["wants-b200"]
+
+
+def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(
+    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
+) -> None:
+    node = nodes(make_node("numa"))["metadata"]["name"]
+    dra.slice(node, ["a100", "h100", "h100"])  # only the two h100 share a model
+    cls = dra.device_class()
+    spec = {
+        "devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 2}}],
+            "constraints": [{"matchAttribute": f"{DRIVER}/model"}],
+        }
+    }
+    kube.post(
+        f"{API}/namespaces/{namespace}/resourceclaimtemplates", {"metadata": {"name": "pair"}, "spec": {"spec": spec}}
+    )
+    start_scheduler()
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("pair", "pair", namespace))
+    cluster.wait_for(lambda: bound(kube, namespace).get("pair") == node, timeout=60, what="pair pod bound")
+
+    def results() -> list[str] | None:
+        for c in dra.claims():
+            alloc = (c.get("status") or {}).get("allocation")
+            if alloc:
+                return sorted(r["device"] for r in alloc["devices"]["results"])
+        return None
+
+    assert cluster.wait_for(results, what="pair claim allocated") == ["gpu-1", "gpu-2"]
+
+
+def test_cel_that_fails_for_the_scheduler_fails_the_pod_clearly_and_others_still_schedule(
+    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
+) -> None:
+    node = nodes(make_node("c0"))["metadata"]["name"]
+    dra.slice(node, ["a100", "a100"])
+    cls = dra.device_class()
+    # The API server refuses a template whose CEL does not compile, so what reaches the scheduler
+    # is CEL that compiles and fails on a device: here an attribute no device has.
+    dra.template("broken", cls, [f'device.attributes["{DRIVER}"].memoryType == "hbm"'])
+    dra.template("fine", cls)
+    start_scheduler()
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("broken", "broken", namespace))
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("fine", "fine", namespace))
+    msgs = cluster.wait_for(lambda: notes(kube, namespace, "broken"), timeout=60, what="FailedScheduling")
+    want = "selector #0 on device " + DRIVER
+    assert any(f"claim {namespace}/broken-gpu-" in m and want in m and "CEL runtime error" in m for m in msgs), msgs
+    cluster.wait_for(lambda: bound(kube, namespace).get("fine") == node, timeout=60, what="the fine pod bound")
+    assert not bound(kube, namespace)["broken"]
+
+
+def test_burst_of_200_claims_over_50_nodes_never_allocates_a_device_twice(
+    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
+) -> None:
+    names = [nodes(make_node(f"b{i}"))["metadata"]["name"] for i in range(50)]
+    for n in names:
+        dra.slice(n, ["a100"] * 4)
+    cls = dra.device_class()
+    dra.template("one-gpu", cls)
+    app = start_scheduler()
+    for i in range(200):
+        kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod(f"p{i}", "one-gpu", namespace))
+
+    def all_bound() -> dict[str, str] | None:
+        got = bound(kube, namespace)
+        return got if len(got) == 200 and all(got.values()) else None
+
+    placed = cluster.wait_for(all_bound, timeout=180, interval=1.0, what="200 GPU pods bound")
+    allocs = cluster.wait_for(
+        lambda: (a := allocations(dra)) and len(a) == 200 and a, timeout=60, interval=1.0, what="200 claims allocated"
+    )
+    devices = [dev for _, dev, _ in allocs.values()]
+    assert len(set(devices)) == 200, "no device allocated twice"
+    for pod, (_, dev, reserved) in allocs.items():
+        assert dev.split("/")[0] == placed[pod]
+        assert reserved == [("pods", pod)]
+    cluster.wait_for(lambda: app.dra.assumed() == ([], []), timeout=30, what="nothing left assumed or pending")
+
+
+ACCELERATOR_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: custom-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - {name: AcceleratorIsolation, weight: 5}
+  pluginConfig:
+  - name: AcceleratorIsolation
+    args: {draDrivers: [gpu.example.com]}
+"""
+
+
+def test_accelerator_isolation_packs_dra_gpu_pods_and_keeps_others_off(
+    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
+) -> None:
+    """Two nodes with 3 GPUs each in ResourceSlices, one node without: one-GPU claim pods fill one
+    GPU node before the other (AcceleratorIsolation prefers partly allocated devices, read from the
+    claims' allocations), and a pod without claims goes to the node without GPUs, or nowhere."""
+    a, b = (nodes(make_node(f"pack{i}"))["metadata"]["name"] for i in range(2))
+    cpu = nodes(make_node("plain"))["metadata"]["name"]
+    for n in (a, b):
+        dra.slice(n, ["a100"] * 3)
+    dra.template("one-gpu", dra.device_class())
+    start_scheduler(ACCELERATOR_CONFIG)
+
+    placed: list[str] = []
+    for i in range(4):
+        name = f"g{i}"
+        kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod(name, "one-gpu", namespace))
+        placed.append(cluster.wait_for(lambda: bound(kube, namespace).get(name), timeout=60, what=name))  # noqa: B023
+    first = placed[0]
+    assert first in (a, b)
+    other = b if first == a else a
+    assert placed == [first, first, first, other], placed
+
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", make_pod("plain", namespace).obj())
+    assert cluster.wait_for(lambda: bound(kube, namespace).get("plain"), timeout=60, what="plain pod bound") == cpu
+    # Even when it may only go to the GPU nodes (one of them with a free GPU), it stays off both.
+    pinned = make_pod("pinned", namespace).obj()
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b]}]}
+    pinned["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", pinned)
+    msgs = cluster.wait_for(lambda: notes(kube, namespace, "pinned"), timeout=60, what="pinned pod rejected")
+    assert any("node(s) are reserved for accelerator workloads" in m for m in msgs), msgs
+    assert not bound(kube, namespace)["pinned"]

@@ -1,0 +1,253 @@
+"""The package's import graph: no cycles between modules, and the layer rules hold.
+
+The graph is read from the source with :mod:`ast` (nothing is imported), so it sees imports the
+interpreter never runs in a given process, e.g. one inside a function that only a CLI command calls.
+
+What counts as an edge ``A → B``:
+
+- every ``import``/``from … import`` statement in ``A``, at module level (class bodies included) *and*
+  inside functions: a deferred import hides a dependency from the interpreter, not from the design,
+  and the cycles this check exists for (``config.types → config.render`` in a method,
+  ``loadmetrics → plugins.load_aware`` in a function) were function-level;
+- except those under ``if TYPE_CHECKING:`` (annotations only; the ``else:`` branch does count);
+- ``import a.b.c`` is an edge to ``a.b.c``; ``from a.b import c`` is an edge to the module
+  ``a.b.c`` when it is one, else to ``a.b`` (``c`` is a name defined in ``a/b/__init__.py``);
+  relative imports are resolved the same way.
+- Importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first; that implicit parent load is
+  *not* an edge. So a submodule importing a sibling (``from custom_scheduler.plugins import helpers``)
+  does not depend on ``plugins/__init__``; one importing a *name* from it does.
+
+Cycles: the graph restricted to these edges has no strongly connected component of more than one
+module, with one allowance: a package ``__init__`` importing one of its own submodules *inside a
+function* (``tools/__init__`` loading a command's module on demand) is not an edge. So a submodule
+that imports a name from its own package's ``__init__`` forms a cycle only if that ``__init__``
+imports the submodule back at module level.
+
+Layer rules (both module-level and deferred imports; from issue 14):
+
+- ``config/`` imports nothing from ``framework/``, ``core/``, ``plugins/``: it is handed a
+  name → capabilities map by the runtime;
+- ``core/`` imports no ``plugins.*`` module;
+- ``plugins/`` import nothing from ``kube/`` (client, errors, watch): they reach the cluster through
+  the Handle and :mod:`custom_scheduler.framework.api`;
+- ``framework/`` imports no ``plugins.*`` or ``core.*`` module.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "custom_scheduler"
+ROOT = Path(__file__).resolve().parents[2] / PACKAGE
+
+#: (importer layer, forbidden layers). A layer is a module or package under ``custom_scheduler``.
+LAYER_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("config", ("framework", "core", "plugins")),
+    ("core", ("plugins",)),
+    ("plugins", ("kube",)),
+    ("framework", ("plugins", "core")),
+)
+
+#: Known exceptions to the layer rules: (importer, imported) → why it is still there.
+KNOWN_LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
+    # Core routes a failed bind on DefaultBinder's reason strings and reads its retry counter.
+    ("core.scheduler", "plugins.default_binder"): "typed bind result pending",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    src: str
+    dst: str
+    deferred: bool
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = [PACKAGE, *path.relative_to(ROOT).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _enclosing(name: str) -> str | None:
+    """The deepest module of ours that ``name`` (``a.b.c``) is or lies in; None for other packages."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: str) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if (t := _enclosing(alias.name)) is not None:
+                yield t
+        return
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[: len(parts) - (node.level - 1)])
+        module = f"{base}.{node.module}" if node.module else base
+    else:
+        module = node.module or ""
+    for alias in node.names:
+        sub = f"{module}.{alias.name}"
+        t = sub if sub in MODULES else _enclosing(module)
+        if t is not None:
+            yield t
+
+
+def _edges_of(module: str, path: Path) -> Iterator[Edge]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def walk(node: ast.AST, deferred: bool) -> Iterator[Edge]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for stmt in child.orelse:
+                    yield from walk(ast.Module(body=[stmt], type_ignores=[]), deferred)
+            elif isinstance(child, ast.Import | ast.ImportFrom):
+                for t in _targets(child, package):
+                    if t != module:
+                        yield Edge(module, t, deferred, child.lineno)
+            else:
+                yield from walk(
+                    child, deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+                )
+
+    yield from walk(ast.parse(path.read_text(), filename=str(path)), False)
+
+
+EDGES: list[Edge] = [e for m, p in MODULES.items() for e in _edges_of(m, p)]
+
+
+def _counts_for_cycles(e: Edge) -> bool:
+    # A package __init__ loading one of its own submodules on demand is no edge (module docstring).
+    return not (e.deferred and e.dst.startswith(e.src + ".") and MODULES[e.src].name == "__init__.py")
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative; components of more than one node."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp: list[str] = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _short(module: str) -> str:
+    return module.removeprefix(PACKAGE + ".")
+
+
+def _in_layer(module: str, layer: str) -> bool:
+    short = _short(module)
+    return short == layer or short.startswith(layer + ".")
+
+
+def test_the_graph_is_read() -> None:
+    # Guards the reader itself: a few edges every version of the package has.
+    pairs = {(_short(e.src), _short(e.dst)) for e in EDGES}
+    assert ("framework.runtime", "framework.types") in pairs
+    assert ("config.loading", "config.types") in pairs
+    assert len(MODULES) > 50
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for e in EDGES:
+        if _counts_for_cycles(e):
+            graph[e.src].add(e.dst)
+    cycles = _strongly_connected(graph)
+    detail = [
+        f"{_short(e.src)}:{e.line} -> {_short(e.dst)}{' (in a function)' if e.deferred else ''}"
+        for comp in cycles
+        for e in EDGES
+        if e.src in comp and e.dst in comp and _counts_for_cycles(e)
+    ]
+    assert not cycles, "import cycles:\n" + "\n".join(detail)
+
+
+@pytest.mark.parametrize(("layer", "forbidden"), LAYER_RULES, ids=[r[0] for r in LAYER_RULES])
+def test_layer_rules(layer: str, forbidden: tuple[str, ...]) -> None:
+    bad = sorted(
+        {
+            f"{_short(e.src)}:{e.line} -> {_short(e.dst)}"
+            for e in EDGES
+            if _in_layer(e.src, layer)
+            and any(_in_layer(e.dst, f) for f in forbidden)
+            and (_short(e.src), _short(e.dst)) not in KNOWN_LAYER_EXCEPTIONS
+        }
+    )
+    assert not bad, f"{layer}/ must not import {', '.join(forbidden)}:\n" + "\n".join(bad)
+
+
+def test_known_exceptions_are_still_needed() -> None:
+    # An exception that no longer matches an edge is stale: remove it so the rule is enforced.
+    pairs = {(_short(e.src), _short(e.dst)) for e in EDGES}
+    stale = [f"{a} -> {b}" for a, b in KNOWN_LAYER_EXCEPTIONS if (a, b) not in pairs]
+    assert not stale, "stale KNOWN_LAYER_EXCEPTIONS: " + ", ".join(stale)
+
+
+def test_core_copies_of_plugin_names_match_the_plugins() -> None:
+    # core/ names the plugins its requeue rules concern as strings (it may not import them).
+    from custom_scheduler.core import dra_events, volume_events
+    from custom_scheduler.plugins import (
+        dynamic_resources,
+        node_volume_limits,
+        volume_binding,
+        volume_restrictions,
+        volume_zone,
+    )
+
+    assert frozenset({dynamic_resources.NAME}) == dra_events.PLUGINS
+    assert (volume_events.BINDING, volume_events.RESTRICTIONS, volume_events.ZONE, volume_events.LIMITS) == (
+        volume_binding.NAME,
+        volume_restrictions.NAME,
+        volume_zone.NAME,
+        node_volume_limits.NAME,
+    )

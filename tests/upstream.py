@@ -1,0 +1,184 @@
+"""The upstream kube-scheduler (the release the control plane was built from) as a test oracle.
+
+:class:`KubeScheduler` starts the real binary from ``control_plane.bin_dir`` against the test API
+server with one profile, and reads back what it decided from its own log: the per-plugin weighted
+scores it logs at verbosity 10 and the ``Successfully bound`` line. It exists because
+``bench/run.py`` still writes the 1.20 configuration (``v1beta1``, ``healthzBindAddress``,
+``--port``), which 1.37 refuses; this launcher writes the ``kubescheduler.config.k8s.io/v1`` form
+and serves nothing (``--secure-port=0``), so it needs no certificates, ports or authn set-up.
+
+Log lines (klog text format, ``pkg/scheduler/schedule_one.go`` of v1.37)::
+
+    "Plugin scored node for pod" pod="ns/name" plugin="TaintToleration" node="n1" score=300
+    "Successfully bound pod to node" pod="ns/name" node="n1" evaluatedNodes=5 feasibleNodes=3
+
+Only ``schedule_one.go`` is raised to verbosity 10 (``--vmodule``): at ``--v=10`` everywhere the
+binary logs every API request and response body, which costs more CPU than the test itself.
+``CS_KUBE_VMODULE`` replaces the pattern when debugging a difference, e.g.
+``schedule_one=10,eventhandlers=5,cache=5`` to see the cache's node and pod events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from custom_scheduler.config.types import EXTENSION_POINTS, Profile
+from custom_scheduler.devenv.controlplane import ControlPlane
+
+_SCORED = re.compile(
+    r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="(?P<plugin>[^"]+)" '
+    r'node="(?P<node>[^"]+)" score=(?P<score>-?\d+)'
+)
+_BOUND = re.compile(
+    r'"Successfully bound pod to node" pod="(?P<pod>[^"]+)" node="(?P<node>[^"]+)" '
+    r"evaluatedNodes=(?P<evaluated>\d+) feasibleNodes=(?P<feasible>\d+)"
+)
+
+
+@dataclass(slots=True)
+class Binding:
+    """What kube-scheduler logged for one pod it bound."""
+
+    node: str
+    evaluated: int
+    feasible: int
+    #: (plugin, node) -> weighted score (normalised × weight). Empty when only one node was feasible:
+    #: kube-scheduler then skips scoring altogether (``schedulePod``: "only one node, just use it").
+    scores: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def scored_nodes(self) -> set[str]:
+        return {node for _, node in self.scores}
+
+
+def profile_yaml(
+    kubeconfig: Path, profile: Profile, *, not_upstream: Mapping[str, Set[str]] = MappingProxyType({})
+) -> str:
+    """A ``KubeSchedulerConfiguration`` with one profile running exactly ``profile``'s plugins (our
+    effective profile, defaults merged): every extension point lists its plugins in our order, with
+    our score weights, and ``*`` disabled there and in ``multiPoint``. So whatever a release adds to
+    its defaults (DynamicResources, NodeDeclaredFeatures, GangScheduling behind GenericWorkload,
+    placement plugins, ...) stays out unless we have it too, and the two plugin sets are equal by
+    construction as our default profile evolves. Plugin args are both sides' defaults.
+
+    ``not_upstream`` (plugin -> extension points) leaves out the points where one of our plugins
+    runs but upstream's does not implement the interface: kube-scheduler refuses such a profile
+    ("plugin X does not extend PreScorePlugin plugin"), so the caller names each known case."""
+    lines = [
+        "apiVersion: kubescheduler.config.k8s.io/v1",
+        "kind: KubeSchedulerConfiguration",
+        "leaderElection: {leaderElect: false}",
+        f"clientConnection: {{kubeconfig: {kubeconfig}, qps: 1000, burst: 1000}}",
+        "percentageOfNodesToScore: 100",
+        "profiles:",
+        f"- schedulerName: {profile.scheduler_name}",
+        "  plugins:",
+        "    multiPoint: {disabled: [{name: '*'}]}",
+    ]
+    for point in EXTENSION_POINTS:
+        refs = tuple(r for r in profile.enabled(point) if point not in not_upstream.get(r.name, ()))
+        if point == "score":
+            enabled = ", ".join(f"{{name: {r.name}, weight: {r.weight}}}" for r in refs)
+        else:
+            enabled = ", ".join(f"{{name: {r.name}}}" for r in refs)
+        lines.append(f"    {point}: {{disabled: [{{name: '*'}}], enabled: [{enabled}]}}")
+    return "\n".join(lines) + "\n"
+
+
+class KubeScheduler:
+    """The kube-scheduler process; :meth:`binding` waits for and parses one pod's decision."""
+
+    def __init__(self, control_plane: ControlPlane, workdir: Path, config_text: str) -> None:
+        self.workdir = workdir
+        self.config = workdir / "kube-scheduler.yaml"
+        self.config.write_text(config_text)
+        self.log_path = workdir / "kube-scheduler.log"
+        self.binary = control_plane.bin_dir / "kube-scheduler"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> KubeScheduler:
+        """Start the binary and wait until its node and pod informers listed (1.37 logs no "synced"
+        line at ``--v=2``; the reflectors' ``Caches populated`` lines are the first sign)."""
+        argv = [
+            str(self.binary),
+            f"--config={self.config}",
+            "--secure-port=0",
+            "--v=2",
+            "--vmodule=" + os.environ.get("CS_KUBE_VMODULE", "schedule_one=10"),
+            # The batching of 1.35+ reuses a previous pod's result for an "equivalent" pod (a node hint
+            # checked with Filter only, no scoring), so a pod could be placed without any score lines.
+            "--feature-gates=OpportunisticBatching=false",
+        ]
+        with self.log_path.open("wb") as log:
+            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"kube-scheduler exited {self._proc.returncode}:\n{self.log_tail()}")
+            text = self.log_path.read_text(errors="replace")
+            if all(f'"Caches populated" type="*v1.{kind}"' in text for kind in ("Node", "Pod")):
+                # The informers listed; their handlers fill the cache right after. A moment more so
+                # the first pod meets a full cache (the test's own barrier covers later changes).
+                time.sleep(0.5)
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"kube-scheduler did not sync its caches within {timeout}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s: only the process this object started."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def log_size(self) -> int:
+        """The log's current length: pass it to :meth:`binding` to read only what comes after."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def binding(self, pod_key: str, since: int = 0) -> Binding | None:
+        """The pod's ``Successfully bound`` line and the score lines of its cycle, or None while the
+        bind is not logged yet. The score lines precede the bind line (scoring happens in the
+        scheduling cycle, the line is logged after the binding API call), so once the bind line is
+        there its scores are complete."""
+        with self.log_path.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        bound: Binding | None = None
+        scores: dict[tuple[str, str], int] = {}
+        for line in text.splitlines():
+            m = _SCORED.search(line)
+            if m and m["pod"] == pod_key:
+                scores[(m["plugin"], m["node"])] = int(m["score"])
+                continue
+            m = _BOUND.search(line)
+            if m and m["pod"] == pod_key:
+                bound = Binding(m["node"], int(m["evaluated"]), int(m["feasible"]))
+        if bound is not None:
+            bound.scores = scores
+        return bound
