@@ -237,12 +237,17 @@ VOLUME_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] =
 )
 
 
-def volume_informers(
-    client: KubeClient, store: volumes.VolumeStore, kw: Callable[[str], dict[str, Any]], **common: Any
+def store_informers(
+    client: KubeClient,
+    resources: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...],
+    sink: Callable[[str], Any],
+    kw: Callable[[str], dict[str, Any]],
+    **common: Any,
 ) -> list[Informer[Any]]:
-    """One informer per storage kind, each feeding ``store`` (``kw(resource)``: metrics hooks)."""
+    """One informer per (kind, list path, projection), each feeding ``sink(kind)`` of a store (the
+    volume store, the DRA store); ``kw(resource)`` gives its metrics hooks."""
     out: list[Informer[Any]] = []
-    for kind, path, project in VOLUME_RESOURCES:
+    for kind, path, project in resources:
         resource = path.rsplit("/", 1)[1]
         out.append(
             Informer(
@@ -250,13 +255,20 @@ def volume_informers(
                 path,
                 project,
                 lambda o: f"{getattr(o, 'namespace', '')}/{o.name}",
-                store.sink(kind),
+                sink(kind),
                 name=resource,
                 **common,
                 **kw(resource),
             )
         )
     return out
+
+
+def volume_informers(
+    client: KubeClient, store: volumes.VolumeStore, kw: Callable[[str], dict[str, Any]], **common: Any
+) -> list[Informer[Any]]:
+    """One informer per storage kind, each feeding ``store``."""
+    return store_informers(client, VOLUME_RESOURCES, store.sink, kw, **common)
 
 
 #: The DRA objects DynamicResources reads: (kind, list path, projection).
@@ -270,20 +282,5 @@ DRA_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
 def dra_informers(
     client: KubeClient, store: fdra.DRAStore, kw: Callable[[str], dict[str, Any]], **common: Any
 ) -> list[Informer[Any]]:
-    """One informer per DRA kind, each feeding ``store`` (``kw(resource)``: metrics hooks)."""
-    out: list[Informer[Any]] = []
-    for kind, path, project in DRA_RESOURCES:
-        resource = path.rsplit("/", 1)[1]
-        out.append(
-            Informer(
-                client,
-                path,
-                project,
-                lambda o: f"{getattr(o, 'namespace', '')}/{o.name}",
-                store.sink(kind),
-                name=resource,
-                **common,
-                **kw(resource),
-            )
-        )
-    return out
+    """One informer per DRA kind, each feeding ``store``."""
+    return store_informers(client, DRA_RESOURCES, store.sink, kw, **common)

@@ -14,8 +14,47 @@ better).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from custom_scheduler.framework.types import MAX_NODE_SCORE, NodeScore
+from custom_scheduler.plugins import args_reader
+
+#: Shape scores are configured on 0..10 and scaled to 0..MAX_NODE_SCORE.
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationShapePoint:
+    """One point of a piecewise-linear scoring shape (NodeResourcesFit's RequestedToCapacityRatio
+    and VolumeBinding's storage scoring share upstream's type and validation)."""
+
+    utilization: int
+    """Utilisation in percent, 0..100; strictly increasing along the shape."""
+    score: int
+    """Score at that utilisation, 0..10 (scaled by 10 to the 0..100 node score)."""
+
+
+def parse_shape(r: args_reader.ArgsReader, doc: Any, path: str) -> tuple[UtilizationShapePoint, ...]:
+    """``doc.shape`` as points, with upstream's validation errors recorded on ``r``."""
+    points: list[UtilizationShapePoint] = []
+    for i, item in enumerate(r.items(doc, "shape", path)):
+        p = f"{path}.shape[{i}]"
+        d = r.mapping(item, p, fields=("utilization", "score"))
+        points.append(UtilizationShapePoint(r.integer(d, "utilization", p, 0), r.integer(d, "score", p, 0)))
+    if not points:
+        r.error(f"{path}.shape", "at least one point must be specified")
+    for i in range(1, len(points)):
+        if points[i - 1].utilization >= points[i].utilization:
+            r.error(f"{path}.shape[{i}].utilization", "values must be sorted in increasing order")
+            break
+    for i, point in enumerate(points):
+        if not 0 <= point.utilization <= MAX_UTILIZATION:
+            r.error(f"{path}.shape[{i}].utilization", f"not in valid range [0, {MAX_UTILIZATION}]")
+        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            r.error(f"{path}.shape[{i}].score", f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+    return tuple(points)
 
 
 def go_div(a: int, b: int) -> int:

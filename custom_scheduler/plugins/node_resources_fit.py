@@ -37,6 +37,7 @@ from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState, NodeInfo, Snapshot, StateKey, Status
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, helpers, resource_allocation
+from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
 from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, ResourceSpec
 
 NAME = "NodeResourcesFit"
@@ -45,10 +46,6 @@ LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
-
-#: Shape scores are configured on 0..10 and scaled to 0..MAX_NODE_SCORE.
-MAX_CUSTOM_PRIORITY_SCORE = 10
-MAX_UTILIZATION = 100
 
 ERR_REASON_TOO_MANY_PODS = "Too many pods"
 ERR_REASON_INSUFFICIENT_FORMAT = "Insufficient {resource}"
@@ -62,14 +59,6 @@ def insufficient_reason(resource: str) -> str:
 
 
 # --- args ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class UtilizationShapePoint:
-    utilization: int
-    """Utilisation in percent, 0..100; strictly increasing along the shape."""
-    score: int
-    """Score at that utilisation, 0..10 (scaled by 10 to the 0..100 node score)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,25 +141,7 @@ def _parse_strategy(r: args_reader.ArgsReader, raw: Any, path: str) -> ScoringSt
 
 def _parse_rtcr(r: args_reader.ArgsReader, raw: Any, path: str) -> RequestedToCapacityRatioParam:
     doc = r.mapping(raw, path, fields=("shape",))
-    points: list[UtilizationShapePoint] = []
-    for i, item in enumerate(r.items(doc, "shape", path)):
-        p = f"{path}.shape[{i}]"
-        doc_point = r.mapping(item, p, fields=("utilization", "score"))
-        points.append(
-            UtilizationShapePoint(r.integer(doc_point, "utilization", p, 0), r.integer(doc_point, "score", p, 0))
-        )
-    if not points:
-        r.error(f"{path}.shape", "at least one point must be specified")
-    for i in range(1, len(points)):
-        if points[i - 1].utilization >= points[i].utilization:
-            r.error(f"{path}.shape[{i}].utilization", "values must be sorted in increasing order")
-            break
-    for i, point in enumerate(points):
-        if not 0 <= point.utilization <= MAX_UTILIZATION:
-            r.error(f"{path}.shape[{i}].utilization", f"not in valid range [0, {MAX_UTILIZATION}]")
-        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            r.error(f"{path}.shape[{i}].score", f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
-    return RequestedToCapacityRatioParam(tuple(points))
+    return RequestedToCapacityRatioParam(helpers.parse_shape(r, doc, path))
 
 
 # --- filter --------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from custom_scheduler.framework.types import (
 from custom_scheduler.framework.volumes import BindingFailed, VolumeStore
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, helpers
+from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
 from custom_scheduler.storage import (
     CLAIM_LOST,
     NOT_SUPPORTED_PROVISIONER,
@@ -82,21 +83,11 @@ ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound t
 ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 DEFAULT_BIND_TIMEOUT_SECONDS = 600
-MAX_CUSTOM_PRIORITY_SCORE = 10
-MAX_UTILIZATION = 100
 
 STATE_KEY: StateKey[_State] = StateKey(NAME)
 
 
 # --- args ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class UtilizationShapePoint:
-    utilization: int
-    """Utilisation in percent, 0..100; strictly increasing along the shape."""
-    score: int
-    """Score at that utilisation, 0..10 (scaled by 10 to the node score)."""
 
 
 DEFAULT_SHAPE: tuple[UtilizationShapePoint, ...] = (
@@ -122,23 +113,7 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> VolumeBindingArgs:
         r.error(f"{path}.bindTimeoutSeconds", "invalid BindTimeoutSeconds, should not be a negative value")
     shape = DEFAULT_SHAPE
     if doc.get("shape") is not None:
-        points = []
-        for i, item in enumerate(r.items(doc, "shape", path)):
-            p = f"{path}.shape[{i}]"
-            d = r.mapping(item, p, fields=("utilization", "score"))
-            points.append(UtilizationShapePoint(r.integer(d, "utilization", p, 0), r.integer(d, "score", p, 0)))
-        if not points:
-            r.error(f"{path}.shape", "at least one point must be specified")
-        for i in range(1, len(points)):
-            if points[i - 1].utilization >= points[i].utilization:
-                r.error(f"{path}.shape[{i}].utilization", "values must be sorted in increasing order")
-                break
-        for i, pt in enumerate(points):
-            if not 0 <= pt.utilization <= MAX_UTILIZATION:
-                r.error(f"{path}.shape[{i}].utilization", f"not in valid range [0, {MAX_UTILIZATION}]")
-            if not 0 <= pt.score <= MAX_CUSTOM_PRIORITY_SCORE:
-                r.error(f"{path}.shape[{i}].score", f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
-        shape = tuple(points)
+        shape = helpers.parse_shape(r, doc, path)
     r.raise_errors()
     return VolumeBindingArgs(timeout, shape)
 
