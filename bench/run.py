@@ -1,6 +1,10 @@
 """End-to-end benchmark: custom-scheduler and kube-scheduler, one after the other, on one API server.
 
     python -m bench.run --nodes 100 --pods 500 --workload plain --schedulers custom,kube [--json FILE]
+    python -m bench.run --nodes 1000 --pods 2000 --workload all --json FILE   # + FILE.md, the table
+
+``--workload all`` (or a comma-separated list) runs every workload in turn on one control plane
+(:func:`run_suite`) and writes one JSON and one markdown table with custom/kube ratio columns.
 
 One control plane (etcd, kube-apiserver and kube-controller-manager 1.37 from ``hack/testenv.sh``)
 per invocation. For each
@@ -9,12 +13,13 @@ scheduler in turn:
 1. a fresh namespace and N Ready fake nodes (created concurrently); for ``--workload dra`` also
    the round's DeviceClass and ResourceSlices and, in the namespace, the ResourceClaimTemplate;
 2. a pod watch on the namespace (raw JSON) that records, per pod, when ``spec.nodeName`` first
-   appears (monotonic clock of this process);
+   appears (monotonic clock of this process); the workload's PriorityClasses;
 3. the scheduler as a subprocess (our ``python -m custom_scheduler run`` or the upstream binary),
    with the same client QPS/burst; a canary pod proves it is up and warm (``--order
    scheduler-first``, the default), then M pods are created in a burst from a thread pool,
-   recording when each create call returned; with ``--order pods-first`` the pods exist before the
-   scheduler starts (pure scheduling throughput from a full queue);
+   recording when each create call returned (before them: the gated pods, and the init pods,
+   waited on until bound; beside them: the workload's churn thread); with ``--order pods-first``
+   the pods exist before the scheduler starts (pure scheduling throughput from a full queue);
 4. wait, with a deadline and a stall timeout, until every pod is bound; read the scheduler's CPU
    seconds (``/proc/<pid>/stat``) and peak RSS (``VmHWM``) before stopping it by PID;
 5. placement quality and constraint checks from the final pod list (and, for dra, the claims)
@@ -220,9 +225,9 @@ class PodWatcher:
                 time.sleep(0.2)
             self.restarts += 1
 
-    def wait(self, names: set[str], deadline: float, stall: float) -> bool:
-        """Block until every name in ``names`` is bound, ``deadline`` passes, or nothing new is
-        bound for ``stall`` seconds. True if all were bound."""
+    def wait(self, names: set[str], deadline: float, stall: float, alive: Callable[[], bool] | None = None) -> bool:
+        """Block until every name in ``names`` is bound, ``deadline`` passes, nothing new is
+        bound for ``stall`` seconds, or ``alive`` says the scheduler exited. True if all were bound."""
         last_count, last_progress = -1, time.monotonic()
         with self.cond:
             while True:
@@ -232,7 +237,7 @@ class PodWatcher:
                 now = time.monotonic()
                 if done != last_count:
                     last_count, last_progress = done, now
-                if now >= deadline or now - last_progress >= stall:
+                if now >= deadline or now - last_progress >= stall or (alive is not None and not alive()):
                     return False
                 self.cond.wait(min(0.5, max(0.01, deadline - now)))
 
@@ -488,7 +493,100 @@ def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120
     if dra:
         _cleanup_dra(kube, namespace, run_id, timeout)
     with contextlib.suppress(errors.KubeError):
+        selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
+        kube.request("DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses", query=selector, timeout=(5.0, timeout))
+    with contextlib.suppress(errors.KubeError):
         kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+class Churner:
+    """The workload's :class:`~bench.workloads.Churn` in a thread during the measured phase.
+
+    Everything it creates carries the run's names, so cleanup finds it; what it created is kept
+    (``never_fit``, ``nodes``) so the checks can prove none of it took a pod."""
+
+    def __init__(self, kube: KubeClient, namespace: str, run_id: str, churn: workloads.Churn, init: Sequence[str]):
+        self.kube = kube
+        self.namespace = namespace
+        self.run_id = run_id
+        self.churn = churn
+        self.init = list(init)
+        self.never_fit: list[str] = []
+        self.nodes: list[str] = []
+        self.deleted = 0
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"churn-{run_id}", daemon=True)
+
+    def start(self) -> Churner:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _pod(self, k: int) -> None:
+        assert self.churn.pod is not None
+        name = f"churn-{k:05d}"
+        pod = {**self.churn.pod, "metadata": {**self.churn.pod["metadata"], "name": name, "namespace": self.namespace}}
+        self.kube.post(pod_path(self.namespace), pod)
+        self.never_fit.append(name)
+
+    def _delete(self, path: str) -> None:
+        with contextlib.suppress(errors.NotFound):
+            self.kube.request("DELETE", path, query={"gracePeriodSeconds": 0})
+
+    def _run(self) -> None:
+        c, k = self.churn, 0
+        if c.mode == "delete-init":
+            for name in self.init:
+                if self._stop.wait(1.0 / c.per_second):
+                    return
+                self._guard(self._delete, pod_path(self.namespace, name))
+                self.deleted += 1
+            return
+        prev: tuple[str, str, str] | None = None
+        while not self._stop.is_set():
+            if c.mode == "recreate":
+                if prev is not None:
+                    node, pod, svc = prev
+                    self._guard(self._delete, f"/api/v1/nodes/{node}")
+                    self._guard(self._delete, pod_path(self.namespace, pod))
+                    self._guard(self._delete, f"/api/v1/namespaces/{self.namespace}/services/{svc}")
+                prev = self._guard(self._recreate, k) or prev
+            else:
+                self._guard(self._pod, k)
+            k += 1
+            self._stop.wait(c.interval_s)
+
+    def _recreate(self, k: int) -> tuple[str, str, str]:
+        c = self.churn
+        assert c.node is not None
+        assert c.service is not None
+        node = orjson.loads(orjson.dumps(c.node))
+        name = f"bench-{self.run_id}-churn{k:05d}"
+        node["metadata"]["name"] = name
+        node["metadata"]["labels"][workloads.HOST_KEY] = name
+        self.nodes.append(name)
+        cluster.create_ready_node(self.kube, node)
+        self._pod(k)
+        svc = {**c.service, "metadata": {"name": f"churn-{k:05d}", "namespace": self.namespace}}
+        self.kube.post(f"/api/v1/namespaces/{self.namespace}/services", svc)
+        return name, self.never_fit[-1], svc["metadata"]["name"]
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except errors.KubeError:
+            self.errors += 1  # counted and reported; the measured pods are what is judged
+            return None
+
+
+def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
+    for pc in wl.priority_classes:
+        with contextlib.suppress(errors.Conflict):
+            kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
 
 
 def run_one(
@@ -499,8 +597,13 @@ def run_one(
     scheduler_name = SCHEDULER_NAMES[which]
     wl = workloads.build(opts.workload, opts.nodes, opts.pods, run_id, opts.seed)
     pods = workloads.for_scheduler(wl.pods, scheduler_name, namespace)
+    init = workloads.for_scheduler(wl.init_pods, scheduler_name, namespace)
+    gated = workloads.for_scheduler(wl.gated_pods, scheduler_name, namespace)
     names = {p["metadata"]["name"] for p in pods}
+    init_names = {p["metadata"]["name"] for p in init}
     res: dict[str, Any] = {"scheduler": which, "scheduler_name": scheduler_name, "namespace": namespace}
+    res.update(workload=wl.name, init_pods=len(init), gated_pods=len(gated))
+    churner: Churner | None = None
 
     cluster.create_namespace(kube, namespace)
     t0 = time.monotonic()
@@ -511,6 +614,21 @@ def run_one(
     if is_dra:
         _create_dra(kube, wl, namespace)
         log(f"[{which}] {len(wl.slices)} ResourceSlices, {len(wl.device_classes)} DeviceClass(es) created")
+    _create_priority_classes(kube, wl)
+
+    def before_measuring() -> None:
+        """Gated pods (they stay in the queue), then the init pods, bound before measuring."""
+        if gated:
+            _create_pods(kube, namespace, gated, opts.create_workers)
+        if init:
+            t_init = time.monotonic()
+            _create_pods(kube, namespace, init, opts.create_workers)
+            ok = watcher.wait(init_names, t_init + opts.deadline_s, opts.stall)
+            res["init_s"] = time.monotonic() - t_init
+            res["init_bound"] = len(init_names & watcher.bound.keys())
+            log(f"[{which}] {res['init_bound']}/{len(init)} init pods bound in {res['init_s']:.1f}s")
+            if not ok:
+                raise RuntimeError(f"{which}: init pods not bound ({res['init_bound']}/{len(init)})")
 
     watcher = PodWatcher(kube, namespace).start()
     sched: SchedulerProcess | None = None
@@ -518,6 +636,8 @@ def run_one(
     try:
         created: dict[str, float] = {}
         if opts.order == "pods-first":
+            # Everything exists before the scheduler starts: init pods are then part of the queue.
+            _create_pods(kube, namespace, gated + init, opts.create_workers)
             t_burst = time.monotonic()
             created = _create_pods(kube, namespace, pods, opts.create_workers)
             res["pod_create_s"] = time.monotonic() - t_burst
@@ -533,7 +653,7 @@ def run_one(
         else:
             sched = SchedulerProcess(which, cp, workdir, opts)
             kube.post(pod_path(namespace), _canary(scheduler_name, namespace))
-            ok = watcher.wait({CANARY}, time.monotonic() + opts.startup_timeout, opts.startup_timeout)
+            ok = watcher.wait({CANARY}, time.monotonic() + opts.startup_timeout, opts.startup_timeout, sched.alive)
             if not ok or not sched.alive():
                 raise RuntimeError(
                     f"{which}: the canary pod was not bound within {opts.startup_timeout:.0f}s "
@@ -541,10 +661,13 @@ def run_one(
                 )
             res["startup_s"] = watcher.bound[CANARY][0] - sched.started
             log(f"[{which}] scheduler up (canary bound {res['startup_s']:.1f}s after start); creating pods")
+            before_measuring()
             if opts.py_spy and which == "custom":
                 spy = PySpy(sched.pid, Path(opts.py_spy))
                 time.sleep(1.0)  # let py-spy attach before the burst
             window = CpuWindow(cp, sched.pid)
+            if wl.churn is not None:
+                churner = Churner(kube, namespace, run_id, wl.churn, sorted(init_names)).start()
             t_burst = t_start = time.monotonic()
             created = _create_pods(kube, namespace, pods, opts.create_workers, opts.rate)
             res["pod_create_s"] = time.monotonic() - t_burst
@@ -552,6 +675,8 @@ def run_one(
 
         all_bound = watcher.wait(names, t_start + opts.deadline_s, opts.stall)
         t_end = time.monotonic()
+        if churner is not None:
+            churner.stop()
         cpu = window.stop()
         res["cpu_s"] = cpu["scheduler"]
         res["apiserver_cpu_s"] = cpu["apiserver"]
@@ -564,6 +689,8 @@ def run_one(
         if not all_bound:
             log(f"[{which}] stopped waiting: {len(names & watcher.bound.keys())}/{len(names)} bound")
     finally:
+        if churner is not None:
+            churner.stop()
         if sched is not None:
             res["exit_code"] = sched.stop()
         if spy is not None:
@@ -595,7 +722,34 @@ def run_one(
     )
     final = [p for p in cluster.list_pods(kube, namespace) if p["metadata"]["name"] != CANARY]
     claims = _list_claims(kube, namespace) if is_dra else None
+    pending: dict[str, list[str]] | None = None
+    ever_bound: list[dict[str, Any]] = []
+    if gated or wl.churn is not None:
+        # Judged from every bind the watch saw, not only the final list: a churn pod is deleted
+        # a second later, and a bind before that would still be a wrong one.
+        pending = {
+            "gated_bound": [p["metadata"]["name"] for p in gated],
+            "unschedulable_bound": list(churner.never_fit) if churner is not None else [],
+        }
+        with watcher.cond:
+            ever_bound = [
+                {"metadata": {"name": n}, "spec": {"nodeName": node}} for n, (_, node) in watcher.bound.items()
+            ]
     res["placement"] = workloads.placement(wl.nodes, final, claims, wl.slices)
+    if pending is not None:
+        extra = workloads.pending_violations(ever_bound, pending, churner.nodes if churner is not None else ())
+        res["placement"]["violations"].update({k: extra.get(k, 0) for k in workloads.PENDING_CHECKS})
+        res["placement"]["violations_total"] += sum(extra.values())
+    if churner is not None:
+        res["churn"] = {
+            "mode": wl.churn.mode if wl.churn else "",
+            "never_fit_pods": len(churner.never_fit),
+            "nodes": len(churner.nodes),
+            "init_deleted": churner.deleted,
+            "errors": churner.errors,
+        }
+    if wl.priority_classes and init:
+        res["preempted"] = len(init_names - {p["metadata"]["name"] for p in final})
     res["classes"] = dict(wl.classes)
     if sched is not None and (not res["all_bound"] or opts.keep):
         res["log_tail"] = sched.log_tail(20)
@@ -752,6 +906,81 @@ def run(opts: Options, cp: ControlPlane | None = None, log: Callable[[str], None
     return {"config": config, "machine": info, "results": results, "ratios": ratios(results)}
 
 
+def run_suite(
+    opts: Options, names: Sequence[str], cp: ControlPlane | None = None, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Every workload of ``names`` in turn on one control plane (each as :func:`run`, with the
+    same sizes and schedulers): ``{"config", "machine", "suite": {workload: report}}``."""
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    own_cp = cp is None
+    if cp is None:
+        cp = ControlPlane(find_binaries(need=BENCH_BINARIES)).start()
+    suite: dict[str, dict[str, Any]] = {}
+    try:
+        for name in names:
+            say(f"== {name}")
+            try:
+                suite[name] = run(dataclasses.replace(opts, workload=name, schedulers=list(opts.schedulers)), cp, say)
+            except Exception as e:  # one broken workload must not cost the others' numbers
+                say(f"== {name} failed: {e}")
+                suite[name] = {"error": f"{type(e).__name__}: {e}", "results": {}, "ratios": {}}
+        info = machine_info(cp)
+    finally:
+        if own_cp:
+            cp.stop()
+    config = {**dataclasses.asdict(opts), "workload": ",".join(names)}
+    return {"config": config, "machine": info, "suite": suite, "date": time.strftime("%Y-%m-%d %H:%M %Z")}
+
+
+#: The suite table's columns: (label, metric key, format, ratio shown).
+SUITE_COLUMNS: list[tuple[str, str, str]] = [
+    ("throughput (pods/s)", "throughput_first_to_last", "{:.0f}"),
+    ("p50 latency (s)", "latency_p50_s", "{:.2f}"),
+    ("p99 latency (s)", "latency_p99_s", "{:.2f}"),
+    ("CPU per pod (ms)", "cpu_ms_per_pod", "{:.2f}"),
+    ("peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
+    ("start-up to first bind (s)", "startup_s", "{:.2f}"),
+    ("pods per node stddev", "placement.pods_per_node_stddev", "{:.2f}"),
+]
+
+
+def _cell(results: dict[str, dict[str, Any]], key: str, fmt: str) -> str:
+    vals = []
+    for s in SCHEDULERS:
+        v = _get(results[s], key) if s in results else None
+        vals.append(fmt.format(v) if isinstance(v, int | float) and not math.isnan(v) else "-")
+    r = ratios(results).get(key)
+    if len(results) < 2:
+        return vals[0] if "custom" in results else vals[1]
+    return f"{vals[0]} / {vals[1]} (**{r:.2f}x**)" if r is not None else f"{vals[0]} / {vals[1]}"
+
+
+def render_suite_markdown(report: dict[str, Any]) -> str:
+    """One row per workload; each cell ``custom / kube (ratio)``; bound and violations per side."""
+    c, m = report["config"], report["machine"]
+    lines = [
+        f"nodes={c['nodes']} pods={c['pods']} order={c['order']} rounds={c.get('rounds', 1)} "
+        f"qps/burst={c['qps']:g}/{c['burst']} | {m['nproc']} CPUs ({m['cpu_model']}), kube-apiserver "
+        f"{m['kube_apiserver']}, python {m['python']} | {report.get('date', '')}",
+        "",
+        "| workload | bound (custom / kube) | "
+        + " | ".join(label for label, _, _ in SUITE_COLUMNS)
+        + " | violations |",
+        "|---" * (len(SUITE_COLUMNS) + 3) + "|",
+    ]
+    for name, rep in report["suite"].items():
+        results = rep["results"]
+        if rep.get("error") or not results:
+            lines.append(f"| {name} | failed: {str(rep.get('error', ''))[:80]} |" + " |" * (len(SUITE_COLUMNS) + 1))
+            continue
+        bound = " / ".join(f"{results[s]['bound']}/{results[s]['pods']}" for s in SCHEDULERS if s in results)
+        viol = " / ".join(str(_get(results[s], "placement.violations_total")) for s in SCHEDULERS if s in results)
+        cells = [_cell(results, key, fmt) for _, key, fmt in SUITE_COLUMNS]
+        lines.append(f"| {name} | {bound} | " + " | ".join(cells) + f" | {viol} |")
+    lines += ["", "Cells: custom / kube-scheduler (custom/kube). Throughput: higher is better; the rest: lower."]
+    return "\n".join(lines)
+
+
 def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """One round as is; several: the median of every table metric (the fewest pods bound), with
     each round's numbers kept under ``rounds``."""
@@ -791,7 +1020,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--pods", type=int, default=500)
-    p.add_argument("--workload", choices=workloads.WORKLOADS, default="plain")
+    p.add_argument(
+        "--workload",
+        default="plain",
+        help=f"one of {', '.join(workloads.WORKLOADS)}; a comma-separated list; or 'all' (every one, in that order)",
+    )
+    p.add_argument("--markdown", default="", help="suite runs: write the table here (default: the --json path, .md)")
     p.add_argument("--schedulers", default="custom,kube", help="comma-separated: custom, kube (run in this order)")
     p.add_argument("--qps", type=float, default=5000.0, help="client QPS for both schedulers (default 5000)")
     p.add_argument("--burst", type=int, default=5000, help="client burst for both schedulers (default 5000)")
@@ -819,10 +1053,14 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     bad = [s for s in scheds if s not in SCHEDULERS]
     if bad or not scheds:
         p.error(f"--schedulers: unknown {bad} (choose from {', '.join(SCHEDULERS)})")
+    names = list(workloads.WORKLOADS) if a.workload == "all" else [w.strip() for w in a.workload.split(",")]
+    unknown = [w for w in names if w not in workloads.WORKLOADS]
+    if unknown or not names:
+        p.error(f"--workload: unknown {unknown} (choose from {', '.join(workloads.WORKLOADS)} or all)")
     opts = Options(
         nodes=a.nodes,
         pods=a.pods,
-        workload=a.workload,
+        workload=",".join(names),
         schedulers=scheds,
         qps=a.qps,
         burst=a.burst,
@@ -881,10 +1119,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["--render"]:
         # Re-print the table of an earlier --json file: python -m bench.run --render FILE
         report = orjson.loads(Path(args[1]).read_bytes())
+        if "suite" in report:
+            print(render_suite_markdown(report))
+            return 0
         report["ratios"] = ratios(report["results"])
         print(render_table(report["results"], parse_args([])[0], header_line(report)))
         return 0
     opts, json_path = parse_args(argv)
+    if "," in opts.workload:  # a list, or all
+        return main_suite(opts, json_path, _arg_value(args, "--markdown"))
     report = run(opts)
     print(render_table(report["results"], opts, header_line(report)))
     if json_path:
@@ -894,6 +1137,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\npy-spy profile of custom-scheduler:\n" + summarize_collapsed(Path(opts.py_spy)))
     failed = [s for s, r in report["results"].items() if not r.get("all_bound")]
     return 1 if failed else 0
+
+
+def _arg_value(args: Sequence[str], flag: str) -> str:
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return ""
+
+
+def main_suite(opts: Options, json_path: str, markdown_path: str) -> int:
+    names = opts.workload.split(",")
+    report = run_suite(opts, names)
+    for name, rep in report["suite"].items():
+        if rep.get("error"):
+            print(f"== {name}: FAILED: {rep['error']}\n")
+            continue
+        print(render_table(rep["results"], rep_opts(rep), f"== {name}: " + header_line(rep)) + "\n")
+    table = render_suite_markdown(report)
+    print(table)
+    if json_path:
+        Path(json_path).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        print(f"raw numbers written to {json_path}", file=sys.stderr)
+    md = markdown_path or (str(Path(json_path).with_suffix(".md")) if json_path else "")
+    if md:
+        Path(md).write_text(table + "\n")
+        print(f"table written to {md}", file=sys.stderr)
+    failed = [w for w, rep in report["suite"].items() if rep.get("error")]
+    failed += [w for w, rep in report["suite"].items() for r in rep["results"].values() if not r.get("all_bound")]
+    return 1 if failed else 0
+
+
+def rep_opts(report: dict[str, Any]) -> Options:
+    return Options(**{k: v for k, v in report["config"].items() if k in {f.name for f in dataclasses.fields(Options)}})
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@
 Every workload is deterministic for a given (nodes, pods, seed), so the custom scheduler and
 kube-scheduler get exactly the same objects (only ``schedulerName`` and the namespace differ).
 
+UPSTREAM holds the shapes of upstream's ``test/integration/scheduler_perf`` suites under their names
+(SchedulingBasic, SchedulingPodAntiAffinity, TopologySpreading, ...): upstream's node and pod
+templates, init pods bound before the measured ones, gated pods, priorities and churn (see each
+builder's docstring and bench/README.md). OURS are below.
+
 - ``plain``: requests only (a few node shapes over three zones, a few pod sizes).
 - ``mixed``: the plain nodes, 20 % of them tainted ``dedicated=infra:NoSchedule`` and labelled
   ``dedicated=infra``, half labelled ``disktype=ssd``. Pods: 30 % ``web`` spread over zones
@@ -11,6 +16,8 @@ kube-scheduler get exactly the same objects (only ``schedulerName`` and the name
   anti-affinity on ``kubernetes.io/hostname``, the rest plain ``batch``.
 - ``gpu``: 10 % of the nodes carry ``nvidia.com/gpu: 8`` and a ``nvidia.com/gpu:NoSchedule`` taint;
   up to 20 % of the pods ask for one or two GPUs and tolerate the taint.
+- ``pools``: four node pools (general, highmem, compute, tainted spot), pods pinned to pools by
+  nodeSelector, by required node affinity, or tolerating and preferring spot.
 - ``dra``: the GPUs through Dynamic Resource Allocation (resource.k8s.io/v1). Half of the nodes have
   a ResourceSlice of 4-8 GPUs (driver ``gpu.example.com``, one pool per node), a DeviceClass selects
   the driver, and most pods (up to 90 % of the GPUs) reference a ResourceClaimTemplate of one GPU,
@@ -27,13 +34,27 @@ import math
 import random
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from custom_scheduler import quantity
 
-WORKLOADS = ("plain", "mixed", "gpu", "dra")
+#: The shapes of upstream's test/integration/scheduler_perf suites (v1.37.2), by their names.
+UPSTREAM = (
+    "SchedulingBasic",
+    "SchedulingPodAntiAffinity",
+    "TopologySpreading",
+    "SchedulingNodeAffinity",
+    "SchedulingPreferredPodAffinity",
+    "PreemptionBasic",
+    "Unschedulable",
+    "SchedulingWithMixedChurn",
+    "SchedulingWhileGated",
+)
+#: Ours: heterogeneous nodes and pods, extended-resource GPUs, node pools, DRA GPUs.
+OURS = ("plain", "mixed", "gpu", "pools", "dra")
+WORKLOADS = UPSTREAM + OURS
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOST_KEY = "kubernetes.io/hostname"
@@ -46,6 +67,9 @@ POD_CPUS = ("100m", "250m", "500m", "1")
 POD_MEMS = ("128Mi", "256Mi", "512Mi", "1Gi")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 CHECKS = ("resources", "taints", "node_affinity", "anti_affinity", "topology_spread")
+#: Checked when the workload has pods that must stay pending (gated ones, ones that never fit) or
+#: churn nodes no pod fits on: any of those pods bound, any pod on such a node.
+PENDING_CHECKS = ("gated_bound", "unschedulable_bound", "churn_node")
 #: Checked when the claims are given (the dra workload): a device in two claims' allocations; an
 #: allocation whose device is not on its pod's node (or in no slice); a bound pod whose claim is
 #: not allocated or not reserved for it.
@@ -69,6 +93,32 @@ class Workload:
     """DeviceClasses (cluster-scoped, named and labelled after the run)."""
     claim_templates: list[JSON] = field(default_factory=list)
     """ResourceClaimTemplates, created in the round's namespace before the pods."""
+    init_pods: list[JSON] = field(default_factory=list)
+    """Upstream's ``initPods``: created and bound before the measured phase, not measured."""
+    gated_pods: list[JSON] = field(default_factory=list)
+    """Pods with schedulingGates, created before the init pods; they must stay pending."""
+    priority_classes: list[JSON] = field(default_factory=list)
+    """PriorityClasses (cluster-scoped, named and labelled after the run)."""
+    churn: Churn | None = None
+    """What happens beside the measured pods while they are scheduled."""
+
+
+@dataclass(frozen=True)
+class Churn:
+    """Background activity during the measured phase (run by the harness, the same for both).
+
+    - ``recreate`` (upstream's churn op, mode recreate): every ``interval_s`` a node no pod fits
+      on (``pods: 0``), a pod that never fits and a Service are created, and the previous ones deleted.
+    - ``create`` (mode create): every ``interval_s`` one more pod that never fits.
+    - ``delete-init``: the init pods deleted at ``per_second`` (upstream's deletePods op).
+    """
+
+    mode: str
+    interval_s: float = 1.0
+    per_second: float = 50.0
+    pod: JSON | None = None
+    node: JSON | None = None
+    service: JSON | None = None
 
 
 def node_name(run_id: str, i: int) -> str:
@@ -276,16 +326,291 @@ def dra(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
     return Workload("dra", nodes, pods, Counter(classes), slices, [device_class], [template])
 
 
+POOLS = (("general", "8", "32Gi"), ("highmem", "16", "128Gi"), ("compute", "32", "64Gi"), ("spot", "8", "32Gi"))
+SPOT_TAINT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
+
+
+def pools(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """Node pools (label ``pool``): general, highmem, compute and a tainted spot pool, a quarter of
+    the nodes each. Pods: 30 % pinned to a pool by nodeSelector, 20 % requiring highmem or compute
+    by node affinity, 20 % tolerating spot and preferring it (weight 50), the rest anywhere."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(n_nodes):
+        pool, cpu, mem = POOLS[i % len(POOLS)]
+        node = _node(run_id, i, extra_labels={"pool": pool})
+        alloc = {"cpu": cpu, "memory": mem, "pods": "110", "ephemeral-storage": "100Gi"}
+        node["status"] = {"capacity": dict(alloc), "allocatable": dict(alloc)}
+        if pool == "spot":
+            node["spec"]["taints"] = [dict(SPOT_TAINT)]
+        nodes.append(node)
+    n_pinned, n_big, n_spot = n_pods * 30 // 100, n_pods * 20 // 100, n_pods * 20 // 100
+    classes = ["pinned"] * n_pinned + ["big"] * n_big + ["spot"] * n_spot
+    classes += ["any"] * (n_pods - len(classes))
+    rng.shuffle(classes)
+    pods = []
+    for i, cls in enumerate(classes):
+        if cls == "pinned":
+            pods.append(_pod(i, rng, cls, nodeSelector={"pool": rng.choice(("general", "highmem", "compute"))}))
+        elif cls == "big":
+            pods.append(_pod(i, rng, cls, affinity=_required_affinity("pool", ["highmem", "compute"])))
+        elif cls == "spot":
+            pref = {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 50,
+                            "preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["spot"]}]},
+                        }
+                    ]
+                }
+            }
+            tol = [{"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+            pods.append(_pod(i, rng, cls, tolerations=tol, affinity=pref))
+        else:
+            pods.append(_pod(i, rng, cls))
+    return Workload("pools", nodes, pods, Counter(classes))
+
+
+# -- upstream's scheduler_perf shapes ---------------------------------------------------------------
+#
+# Templates (test/integration/scheduler_perf/templates, v1.37.2): node-default is 4 CPU, 32Gi,
+# 110 pods; pod-default requests (and limits) 100m / 500Mi. Init and measured counts keep
+# upstream's ratios to --pods (the measured count); --nodes is initNodes.
+
+UPSTREAM_NODE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+
+
+def _upstream_node(run_id: str, i: int, labels: Mapping[str, str] | None = None, pods: str = "110") -> JSON:
+    """node-default: no zone label unless ``labels`` has one (labelNodePrepareStrategy)."""
+    name = node_name(run_id, i)
+    alloc = {**UPSTREAM_NODE, "pods": pods}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {HOST_KEY: name, RUN_LABEL: run_id, **(labels or {})}},
+        "spec": {"taints": []},
+        "status": {"capacity": dict(alloc), "allocatable": dict(alloc)},
+    }
+
+
+def _upstream_pod(
+    name: str, cls: str, *, cpu: str = "100m", mem: str = "500Mi", limits: bool = True, **spec: Any
+) -> JSON:
+    """pod-default and its variants (one pause container, requests == limits unless told)."""
+    labels = {ROLE_LABEL: cls, **spec.pop("labels", {})}
+    resources: JSON = {"requests": {"cpu": cpu, "memory": mem}} if cpu or mem else {}
+    if limits and resources:
+        resources["limits"] = dict(resources["requests"])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": resources}],
+            "terminationGracePeriodSeconds": 0,
+            **spec,
+        },
+    }
+
+
+def _priority_class(run_id: str, value: int) -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": priority_class_name(run_id, value), "labels": {RUN_LABEL: run_id}},
+        "value": value,
+    }
+
+
+def priority_class_name(run_id: str, value: int) -> str:
+    """Upstream's templates set ``spec.priority``; a real API server's Priority admission only
+    takes it from a PriorityClass, so each priority is one class per run."""
+    return f"bench-{run_id}-p{value}"
+
+
+def _never_fits(run_id: str) -> JSON:
+    """pod-high-priority-large-cpu: 9 CPUs on 4-CPU nodes, priority 10 (preemption is tried, in vain)."""
+    return _upstream_pod(
+        "churn", "never-fits", cpu="9", limits=False, priorityClassName=priority_class_name(run_id, 10)
+    )
+
+
+def _upstream(name: str, init: list[JSON], measured: list[JSON], nodes: list[JSON], **kw: Any) -> Workload:
+    classes = Counter(p["metadata"]["labels"][ROLE_LABEL] for p in measured)
+    return Workload(name, nodes, measured, classes, init_pods=init, **kw)
+
+
+def scheduling_basic(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """SchedulingBasic (500Nodes: 500 init, 1000 measured): pod-default throughout."""
+    nodes = [_upstream_node(run_id, i) for i in range(n_nodes)]
+    init = [_upstream_pod(f"i{i:06d}", "init") for i in range(n_pods // 2)]
+    return _upstream("SchedulingBasic", init, [_upstream_pod(f"p{i:06d}", "basic") for i in range(n_pods)], nodes)
+
+
+def _anti_affinity_term() -> JSON:
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": HOST_KEY}
+            ]
+        }
+    }
+
+
+def scheduling_pod_anti_affinity(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """SchedulingPodAntiAffinity (500Nodes: 100 init, 400 measured): every pod green with required
+    anti-affinity to green on the hostname, so at most one per node: the measured count is capped
+    at the nodes the init pods leave."""
+    nodes = [_upstream_node(run_id, i) for i in range(n_nodes)]
+    n_init = min(n_pods // 4, n_nodes // 5)
+    n_measured = max(0, min(n_pods, n_nodes - n_init))
+
+    def mk(name: str, cls: str) -> JSON:
+        return _upstream_pod(name, cls, labels={"color": "green"}, affinity=_anti_affinity_term())
+
+    init = [mk(f"i{i:06d}", "init") for i in range(n_init)]
+    return _upstream("SchedulingPodAntiAffinity", init, [mk(f"p{i:06d}", "anti") for i in range(n_measured)], nodes)
+
+
+def topology_spreading(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """TopologySpreading (500Nodes: 1000 init pod-default, 1000 measured): nodes over zones
+    moon-1..3, measured pods blue with a zone spread, maxSkew 5, DoNotSchedule."""
+    nodes = [_upstream_node(run_id, i, {ZONE_KEY: f"moon-{i % 3 + 1}"}) for i in range(n_nodes)]
+    init = [_upstream_pod(f"i{i:06d}", "init") for i in range(n_pods)]
+    spread = [
+        {
+            "maxSkew": 5,
+            "topologyKey": ZONE_KEY,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"color": "blue"}},
+        }
+    ]
+    measured = [
+        _upstream_pod(f"p{i:06d}", "spread", labels={"color": "blue"}, topologySpreadConstraints=spread)
+        for i in range(n_pods)
+    ]
+    return _upstream("TopologySpreading", init, measured, nodes)
+
+
+def scheduling_node_affinity(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """SchedulingNodeAffinity (500Nodes: 500 init, 1000 measured): every node labelled zone1 (as
+    upstream's labelNodePrepareStrategy), pods requiring zone In [zone1, zone2]."""
+    nodes = [_upstream_node(run_id, i, {ZONE_KEY: "zone1"}) for i in range(n_nodes)]
+    aff = _required_affinity(ZONE_KEY, ["zone1", "zone2"])
+    init = [_upstream_pod(f"i{i:06d}", "init", affinity=aff) for i in range(n_pods // 2)]
+    measured = [_upstream_pod(f"p{i:06d}", "node-affinity", affinity=aff) for i in range(n_pods)]
+    return _upstream("SchedulingNodeAffinity", init, measured, nodes)
+
+
+def scheduling_preferred_pod_affinity(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """SchedulingPreferredPodAffinity (500Nodes: 500 init, 1000 measured): red pods preferring
+    (weight 1) nodes with red pods on the hostname."""
+    nodes = [_upstream_node(run_id, i) for i in range(n_nodes)]
+    aff = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "podAffinityTerm": {"labelSelector": {"matchLabels": {"color": "red"}}, "topologyKey": HOST_KEY},
+                }
+            ]
+        }
+    }
+
+    def mk(name: str, cls: str) -> JSON:
+        return _upstream_pod(name, cls, labels={"color": "red"}, affinity=aff)
+
+    init = [mk(f"i{i:06d}", "init") for i in range(n_pods // 2)]
+    return _upstream(
+        "SchedulingPreferredPodAffinity", init, [mk(f"p{i:06d}", "preferred") for i in range(n_pods)], nodes
+    )
+
+
+def preemption_basic(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """PreemptionBasic (1000Nodes: 4000 init, 1000 measured): 4 low-priority 900m pods per node
+    fill 3.6 of its 4 CPUs, each measured pod (3970m, priority 9999999) must preempt a node's
+    four: the measured count is capped at one per node."""
+    nodes = [_upstream_node(run_id, i) for i in range(n_nodes)]
+    low = priority_class_name(run_id, 0)
+    high = priority_class_name(run_id, 9999999)
+    init = [_upstream_pod(f"i{i:06d}", "low", cpu="900m", priorityClassName=low) for i in range(4 * n_nodes)]
+    measured = [
+        _upstream_pod(f"p{i:06d}", "high", cpu="3970m", priorityClassName=high) for i in range(min(n_pods, n_nodes))
+    ]
+    pcs = [_priority_class(run_id, 0), _priority_class(run_id, 9999999)]
+    return _upstream("PreemptionBasic", init, measured, nodes, priority_classes=pcs)
+
+
+def unschedulable(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """Unschedulable (500Nodes/10Init/1kPods): pod-default measured pods while a pod that never
+    fits (9 CPUs, priority 10) is added every 200 ms and stays pending."""
+    nodes = [_upstream_node(run_id, i) for i in range(n_nodes)]
+    init = [_upstream_pod(f"i{i:06d}", "init") for i in range(max(1, n_pods // 100))]
+    measured = [_upstream_pod(f"p{i:06d}", "basic") for i in range(n_pods)]
+    churn = Churn("create", interval_s=0.2, pod=_never_fits(run_id))
+    return _upstream(
+        "Unschedulable", init, measured, nodes, churn=churn, priority_classes=[_priority_class(run_id, 10)]
+    )
+
+
+def scheduling_with_mixed_churn(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """SchedulingWithMixedChurn (1000Nodes: 1000 measured): pod-default measured pods while every
+    second a node (``pods: 0``), a pod that never fits and a Service replace the previous ones."""
+    nodes = [_upstream_node(run_id, i) for i in range(n_nodes)]
+    measured = [_upstream_pod(f"p{i:06d}", "basic") for i in range(n_pods)]
+    churn_node = _upstream_node(run_id, 0, pods="0")
+    churn_node["metadata"]["labels"][ROLE_LABEL] = "churn"
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "churn"},
+        "spec": {"selector": {"app": "foo"}, "ports": [{"protocol": "TCP", "port": 8080, "targetPort": 8080}]},
+    }
+    churn = Churn("recreate", interval_s=1.0, pod=_never_fits(run_id), node=churn_node, service=service)
+    return _upstream(
+        "SchedulingWithMixedChurn", [], measured, nodes, churn=churn, priority_classes=[_priority_class(run_id, 10)]
+    )
+
+
+def scheduling_while_gated(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """SchedulingWhileGated (1Node_10000GatedPods: 10000 gated, 20000 deleting, 20000 measured):
+    light pods (no requests); the gated ones stay in the queue to the end while the init pods are
+    deleted at 50/s during the measured phase. Nodes take upstream's pod count (90000) as one
+    node would; here there are --nodes of them."""
+    nodes = [_upstream_node(run_id, i, pods="90000") for i in range(n_nodes)]
+    gate = [{"name": "test.k8s.io/hold"}]
+    gated = [_upstream_pod(f"g{i:06d}", "gated", cpu="", mem="", schedulingGates=gate) for i in range(n_pods // 2)]
+    init = [_upstream_pod(f"i{i:06d}", "deleting", cpu="", mem="") for i in range(n_pods)]
+    measured = [_upstream_pod(f"p{i:06d}", "light", cpu="", mem="") for i in range(n_pods)]
+    return _upstream(
+        "SchedulingWhileGated", init, measured, nodes, gated_pods=gated, churn=Churn("delete-init", per_second=50.0)
+    )
+
+
+BUILDERS: dict[str, Callable[[int, int, str, int], Workload]] = {
+    "SchedulingBasic": scheduling_basic,
+    "SchedulingPodAntiAffinity": scheduling_pod_anti_affinity,
+    "TopologySpreading": topology_spreading,
+    "SchedulingNodeAffinity": scheduling_node_affinity,
+    "SchedulingPreferredPodAffinity": scheduling_preferred_pod_affinity,
+    "PreemptionBasic": preemption_basic,
+    "Unschedulable": unschedulable,
+    "SchedulingWithMixedChurn": scheduling_with_mixed_churn,
+    "SchedulingWhileGated": scheduling_while_gated,
+    "plain": plain,
+    "mixed": mixed,
+    "gpu": gpu,
+    "pools": pools,
+    "dra": dra,
+}
+
+
 def build(name: str, n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
-    if name == "plain":
-        return plain(n_nodes, n_pods, run_id, seed)
-    if name == "mixed":
-        return mixed(n_nodes, n_pods, run_id, seed)
-    if name == "gpu":
-        return gpu(n_nodes, n_pods, run_id, seed)
-    if name == "dra":
-        return dra(n_nodes, n_pods, run_id, seed)
-    raise ValueError(f"unknown workload {name!r} (choose from {', '.join(WORKLOADS)})")
+    fn = BUILDERS.get(name)
+    if fn is None:
+        raise ValueError(f"unknown workload {name!r} (choose from {', '.join(WORKLOADS)})")
+    return fn(n_nodes, n_pods, run_id, seed)
 
 
 def for_scheduler(pods: Iterable[JSON], scheduler_name: str, namespace: str) -> list[JSON]:
@@ -409,14 +734,64 @@ def dra_violations(pods: list[JSON], claims: list[JSON], slices: list[JSON]) -> 
     return out
 
 
+def pending_violations(
+    pods: Iterable[JSON], must_stay_pending: Mapping[str, Iterable[str]], churn_nodes: Iterable[str] = ()
+) -> Counter[str]:
+    """PENDING_CHECKS: ``must_stay_pending`` maps a check to the names of pods that must not be
+    bound (gated ones: ``gated_bound``; ones that never fit: ``unschedulable_bound``); any pod on one
+    of ``churn_nodes`` (they take no pods) is a ``churn_node`` violation."""
+    out: Counter[str] = Counter()
+    on = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods}
+    for check, names in must_stay_pending.items():
+        out[check] += sum(1 for n in names if on.get(n))
+    forbidden = set(churn_nodes)
+    out["churn_node"] += sum(1 for node in on.values() if node in forbidden)
+    return out
+
+
+def _gpu_packing(per_node: Mapping[str, list[JSON]], by_name: Mapping[str, JSON]) -> dict[str, Any]:
+    """Extended-resource GPUs: nodes with a GPU in use, and GPU nodes left entirely free (a whole
+    free node is what a large job needs: more of them is tighter packing)."""
+    used_nodes = free_nodes = 0
+    for name, node_pods in per_node.items():
+        cap = _alloc(by_name[name]).get(GPU, 0)
+        if not cap:
+            continue
+        used = sum(_requests(p).get(GPU, 0) for p in node_pods)
+        used_nodes += 1 if used else 0
+        free_nodes += 0 if used else 1
+    return {"gpu_nodes_used": used_nodes, "gpu_nodes_free": free_nodes}
+
+
+def _dra_packing(claims: list[JSON], slices: Sequence[JSON]) -> dict[str, Any]:
+    """DRA GPUs: nodes with an allocated device, and nodes whose slices' devices are all free."""
+    node_of: dict[tuple[str, str, str], str] = {}
+    for sl in slices:
+        spec = sl["spec"]
+        for d in spec.get("devices") or ():
+            node_of[(spec["driver"], spec["pool"]["name"], d["name"])] = spec.get("nodeName") or ""
+    used = set()
+    for c in claims:
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or ():
+            used.add(node_of.get((r["driver"], r["pool"], r["device"]), ""))
+    used.discard("")
+    with_devices = {n for n in node_of.values() if n}
+    return {"gpu_nodes_used": len(used), "gpu_nodes_free": len(with_devices - used)}
+
+
 def placement(
     nodes: list[JSON],
     pods: list[JSON],
     claims: list[JSON] | None = None,
     slices: Sequence[JSON] = (),
+    *,
+    must_stay_pending: Mapping[str, Iterable[str]] | None = None,
+    churn_nodes: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Quality numbers and constraint violations for the bound ``pods`` over ``nodes``; with
-    ``claims`` (the dra workload) also the DRA_CHECKS."""
+    ``claims`` (the dra workload) also the DRA_CHECKS, with ``must_stay_pending`` (gated pods, pods
+    that never fit, churn nodes) the PENDING_CHECKS."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
     bound = [p for p in pods if p["spec"].get("nodeName") in by_name]
     per_node: dict[str, list[JSON]] = {name: [] for name in by_name}
@@ -505,10 +880,16 @@ def placement(
                 violations["topology_spread"] += 1
 
     checks: tuple[str, ...] = CHECKS
+    packing = _gpu_packing(per_node, by_name)
     if claims is not None:
         violations.update(dra_violations(bound, claims, list(slices)))
-        checks = CHECKS + DRA_CHECKS
+        checks = checks + DRA_CHECKS
+        packing = _dra_packing(claims, slices)
+    if must_stay_pending is not None:
+        violations.update(pending_violations(pods, must_stay_pending, churn_nodes))
+        checks = checks + PENDING_CHECKS
     return {
+        **packing,
         "bound_on_bench_nodes": len(bound),
         "nodes_used": sum(1 for c in counts if c),
         "pods_per_node_max": max(counts, default=0),

@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from custom_scheduler import loadmetrics
+from custom_scheduler import gang, loadmetrics
 from custom_scheduler.config.types import Profile, SchedulerConfig
 from custom_scheduler.core import dra_events, volume_events
 from custom_scheduler.core import queue as q
@@ -36,7 +36,9 @@ from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
 from custom_scheduler.core.selectors import DefaultSelectors
 from custom_scheduler.fence import Fence
 from custom_scheduler.framework.dra import DRAStore
+from custom_scheduler.framework.gang import GangChange, GangStatusWriter, GangStore
 from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.preemption import ApiEvictor
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
@@ -46,7 +48,7 @@ from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.labels import Selector
 from custom_scheduler.metrics import Metrics
 from custom_scheduler.model import Node, Pod, PodDisruptionBudget, pdb_from_json
-from custom_scheduler.plugins import dynamic_resources, load_aware
+from custom_scheduler.plugins import dynamic_resources, gang_scheduling, load_aware
 
 log = structlog.get_logger("custom_scheduler.app")
 
@@ -85,6 +87,120 @@ class _NodeSink:
         self.on_delete: Callable[[Node], None] = s.on_node_delete
 
 
+class _Chained:
+    """The pod informer's sink: the PodGroup member index first, so a new member's own PreEnqueue
+    already counts it, then the scheduler."""
+
+    def __init__(self, first: Any, then: Any) -> None:
+        self._a, self._b = first, then
+
+    def on_add(self, obj: Any) -> None:
+        self._a.on_add(obj)
+        self._b.on_add(obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self._a.on_update(old, new)
+        self._b.on_update(old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        self._a.on_delete(obj)
+        self._b.on_delete(obj)
+
+
+class OptionalApiInformer(Informer[Any]):
+    """An informer for an API the server may not serve: the PodGroup CRD when scheduler-plugins'
+    CRD is not installed, ``scheduling.k8s.io/v1beta1`` on a server before 1.37 or without the
+    ``GenericWorkload`` gate. Until a probe LIST succeeds it counts as synced (empty is then the
+    truth, and the daemon must not wait for an optional API), logs the absence once, and probes
+    again every ``retry`` seconds, quietly; once the API answers, the reflector starts as usual.
+    """
+
+    def __init__(self, *args: Any, retry: float = 30.0, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._client = args[0]
+        self._path = args[1]
+        self._retry = retry
+        self._ready = threading.Event()
+        self._halt = threading.Event()
+        self.absent = False
+
+    @property
+    def synced(self) -> threading.Event:
+        return self._ready
+
+    def start(self) -> None:
+        threading.Thread(target=self._probe_loop, name=f"probe-{self.name}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        super().stop()
+
+    def _probe_loop(self) -> None:
+        logged = False
+        while not self._halt.is_set():
+            try:
+                self._client.get(self._path, {"limit": 1}, timeout=(5.0, 15.0))
+            except kerrors.ApiError as e:
+                if e.status not in (403, 404):
+                    log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
+                else:
+                    self.absent = True
+                    if not logged:
+                        log.info("optional_api_absent", informer=self.name, path=self._path, status=e.status)
+                        logged = True
+                    self._ready.set()
+                self._halt.wait(self._retry)
+                continue
+            except kerrors.KubeError as e:
+                log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
+                self._halt.wait(min(self._retry, 5.0))
+                continue
+            if self.absent:
+                log.info("optional_api_appeared", informer=self.name, path=self._path)
+            self.absent = False
+            self.reflector.start()
+            while not self._halt.is_set() and not self.reflector.synced.wait(1.0):
+                pass
+            self._ready.set()
+            return
+
+
+#: The PodGroup APIs GangScheduling reads: (kind, list path, projection).
+GANG_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    ("PodGroup", gang.NATIVE_PATH, gang.native_from_json),
+    ("PodGroup.scheduling.x-k8s.io", gang.CRD_PATH, gang.crd_from_json),
+)
+
+
+def gang_informers(
+    client: KubeClient,
+    store: GangStore,
+    kw: Callable[[str], dict[str, Any]],
+    *,
+    retry: float = 30.0,
+    **common: Any,
+) -> list[Informer[Any]]:
+    """One optional informer per PodGroup API, each feeding ``store`` (names ``podgroups`` and
+    ``podgroups.scheduling.x-k8s.io``, for logs and metrics)."""
+    out: list[Informer[Any]] = []
+    for kind, path, project in GANG_RESOURCES:
+        name = "podgroups" if path == gang.NATIVE_PATH else "podgroups.scheduling.x-k8s.io"
+        out.append(
+            OptionalApiInformer(
+                client,
+                path,
+                project,
+                lambda g: f"{g.namespace}/{g.name}",
+                store.sink(kind),
+                name=name,
+                retry=retry,
+                **common,
+                **kw(name),
+            )
+        )
+    return out
+
+
 def build_frameworks(
     profiles: tuple[Profile, ...],
     registry: Registry,
@@ -96,8 +212,10 @@ def build_frameworks(
     volumes: VolumeStore | None = None,
     dra: DRAStore | None = None,
     metrics_sources: loadmetrics.Sources | None = None,
+    gangs: GangStore | None = None,
 ) -> dict[str, Framework]:
     out = {}
+    gangs = gangs if gangs is not None else GangStore()
     volumes = volumes if volumes is not None else VolumeStore()  # shared by every profile
     dra = dra if dra is not None else DRAStore()
     for prof in profiles:
@@ -110,6 +228,7 @@ def build_frameworks(
             volumes=volumes,
             dra=dra,
             metrics_sources=metrics_sources,
+            gangs=gangs,
         )
         fwk = Framework(
             prof.scheduler_name,
@@ -187,6 +306,13 @@ class App:
             pre_enqueue=self._pre_enqueue,
         )
         self.writer = Writer(client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run)
+        # Preemption's API calls run on the evictor's pool, off the scheduling thread; shadow mode
+        # only reports what it would evict.
+        self.evictor: ApiEvictor | None = (
+            None
+            if dry_run
+            else ApiEvictor(client, fence=self.fence, events=self.writer.event, on_done=self._preemption_done)
+        )
         self.scheduler = Scheduler(
             profiles={},
             cache=self.cache,
@@ -197,12 +323,19 @@ class App:
             observer=observer or (metrics.observer() if metrics is not None else None),
             on_decision=on_decision,
             fence=self.fence,
+            evictor=self.evictor,
         )
+        # PodGroups (both APIs) and their members, for GangScheduling; "placed" is the cache's
+        # view (assumed or bound), which knows an assumption before any watch event does.
+        self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None)
         self.profiles = self._frameworks(config)
         self._queue_sort = next(iter(self.profiles.values())).queue_sort
         self.scheduler.profiles = self.profiles
         self.pods = pod_informer(
-            self.watch_client, _PodSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("pods")
+            self.watch_client,
+            _Chained(self.gangs.pod_sink(), _PodSink(self.scheduler)),
+            read_timeout=watch_read_timeout,
+            **inf_kw("pods"),
         )
         self.nodes = node_informer(
             self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
@@ -223,9 +356,23 @@ class App:
         self.dra_informers = (
             dra_informers(self.watch_client, self.dra, inf_kw, read_timeout=watch_read_timeout) if uses_dra else []
         )
+        # PodGroup informers only when a profile enables GangScheduling (upstream: GenericWorkload);
+        # either API may be absent (CRD not installed, server before 1.37): then they wait quietly.
+        self.gangs.add_listener(self._on_gang_change)
+        uses_gangs = any(gang_scheduling.NAME in p.plugin_names() for p in config.profiles)
+        self.gang_informers = (
+            gang_informers(self.watch_client, self.gangs, inf_kw, read_timeout=watch_read_timeout) if uses_gangs else []
+        )
+        # PodGroup status (condition / phase and counts), written off the scheduling thread.
+        self.gang_status = GangStatusWriter(next(iter(self.profiles.values())).handle, self.gangs)
+        if not dry_run:
+            self.gangs.status = self.gang_status
         # NodeLoad's usage source (metrics.k8s.io), only when a profile enables that plugin.
         self.load_metrics = self._load_metrics_for(config)
         self._threads: list[threading.Thread] = []
+
+    def _preemption_done(self, preemptor: Pod, ok: bool) -> None:
+        self.scheduler.preemption_done(preemptor, ok)
 
     def _pre_enqueue(self, pod: Pod) -> str | None:
         # Indirect like the QueueSort above: the queue exists before the scheduler, and PreEnqueue
@@ -257,6 +404,7 @@ class App:
             volumes=self.volumes,
             dra=self.dra,
             metrics_sources=self.metrics_sources,
+            gangs=self.gangs,
         )
         for fwk in fwks.values():
             handle = fwk.handle
@@ -264,6 +412,7 @@ class App:
                 handle.pdb_lister = self.pdbs.list
                 handle.nominated_lister = self.scheduler.nominator.pods_on
                 handle.event_sink = None if self.dry_run else self.writer.event
+                handle.activator = self.queue.activate
                 handle.fence = self.fence
         return fwks
 
@@ -334,6 +483,11 @@ class App:
         if rq is not None:
             self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
 
+    def _on_gang_change(self, change: GangChange) -> None:
+        """A PodGroup appeared, lowered its minCount, or gained a member: retry that group's
+        members GangScheduling held back (and only those)."""
+        self.queue.move_all_to_active_or_backoff(change.event, change.matches, plugins={gang_scheduling.NAME})
+
     def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
         ns = self.namespaces.get(name)
         return ns.labels if ns is not None else None
@@ -350,6 +504,7 @@ class App:
             *self.selectors.informers,
             *self.volume_informers,
             *self.dra_informers,
+            *self.gang_informers,
             self.nodes,
             self.pods,
         )
@@ -404,7 +559,12 @@ class App:
         for t in self._threads:
             t.join(timeout)
         self.scheduler.shutdown(timeout)
+        if self.evictor is not None:
+            self.evictor.shutdown()
+        for fwk in self.profiles.values():
+            fwk.waiting.close()
         self.volumes.close()
+        self.gang_status.close(timeout=5.0)
         self.writer.stop(timeout=5.0)
         for inf in self.informers:
             inf.stop()

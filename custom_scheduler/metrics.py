@@ -41,6 +41,7 @@ EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
 PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
 VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
 BINDING_BUCKETS = exponential_buckets(0.001, 2, 15)
+PODGROUP_BUCKETS = exponential_buckets(0.001, 2, 15)
 
 #: The sub-queues ``scheduler_pending_pods`` always reports, 0 when empty. As in kube-scheduler,
 #: ``gated`` counts the pods PreEnqueue holds back (SchedulingGates) and ``unschedulable`` excludes
@@ -112,6 +113,21 @@ class Metrics:
             "Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],
             buckets=PLUGIN_BUCKETS,
+            registry=r,
+        )
+
+        self.podgroup_schedule_attempts = prom.Counter(
+            "scheduler_podgroup_schedule_attempts_total",
+            "Number of attempts to schedule pod groups, by the result ('scheduled', 'unschedulable', "
+            "'waiting': placed and waiting at Permit for members still to come, 'error').",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.podgroup_scheduling_attempt_duration = prom.Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds (the whole group's cycle).",
+            ["result", "profile"],
+            buckets=PODGROUP_BUCKETS,
             registry=r,
         )
 
@@ -249,6 +265,15 @@ class MetricsObserver(Observer):
         duration.observe(seconds)
         if retries > 0:
             self.metrics.bind_retries.labels(profile=profile).inc(retries)
+
+    def preemption(self, profile: str, victims: int) -> None:
+        self.metrics.preemption_attempts.inc()
+        self.metrics.preemption_victims.observe(victims)
+
+    def group_attempt(self, profile: str, result: str, seconds: float) -> None:
+        m = self.metrics
+        m.podgroup_schedule_attempts.labels(result=result, profile=profile).inc()
+        m.podgroup_scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
 
     def pending(self, counts: Mapping[str, int]) -> None:
         gauge = self.metrics.pending_pods

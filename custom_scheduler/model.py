@@ -27,6 +27,9 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 
+#: The label that makes a pod a member of a scheduler-plugins PodGroup (see custom_scheduler.gang).
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
 JSON = Mapping[str, Any]
 
 
@@ -220,6 +223,10 @@ class Pod:
     disruption_target: bool = False
     volumes: tuple[PodVolume, ...] = ()
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    # The PodGroup the pod belongs to (gang scheduling): its name in the pod's namespace, and
+    # whether the native spec.schedulingGroup named it (else the scheduler-plugins label did).
+    pod_group: str = ""
+    pod_group_native: bool = False
 
     @property
     def key(self) -> str:
@@ -291,7 +298,7 @@ def _is_str_map(m: object) -> bool:
 def _check_pod(p: Pod) -> Pod:
     for f in (
         "uid", "namespace", "name", "resource_version", "scheduler_name", "node_name", "phase",
-        "priority_class_name", "preemption_policy", "nominated_node_name", "owner_kind",
+        "priority_class_name", "preemption_policy", "nominated_node_name", "owner_kind", "pod_group",
     ):  # fmt: skip
         _need(isinstance(getattr(p, f), str), f"{f} is not a string")
     for f in ("labels", "annotations", "node_selector"):
@@ -477,6 +484,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         elif c.get("type") == "DisruptionTarget" and c.get("status") == "True":
             disruption = True
     owners = meta.get("ownerReferences") or ()
+    group, native = _pod_group(meta, spec)
     # ImageLocality's images: init containers and containers (v1.30+), then image volumes (v1.33+),
     # one entry each, as upstream counts them for its threshold.
     images = [
@@ -519,7 +527,23 @@ def _pod_from_json(doc: JSON) -> Pod:
         disruption_target=disruption,
         volumes=_pod_volumes(meta.get("name", ""), spec) if spec.get("volumes") else (),
         resource_claims=_pod_resource_claims(spec, status) if spec.get("resourceClaims") else (),
+        pod_group=group,
+        pod_group_native=native,
     )
+
+
+def _pod_group(meta: JSON, spec: JSON) -> tuple[str, bool]:
+    """(group name, native) of a pod: ``spec.schedulingGroup.podGroupName`` (scheduling/v1beta1)
+    first, else the ``scheduling.x-k8s.io/pod-group`` label; ("", False) for none. Two dict reads
+    on the hot path for a pod of no group."""
+    sg = spec.get("schedulingGroup")
+    if sg:
+        name = sg.get("podGroupName")
+        if name:
+            return name, True  # a non-string fails _check_pod
+    labels = meta.get("labels")
+    name = labels.get(POD_GROUP_LABEL) if labels else None
+    return (name, False) if name else ("", False)
 
 
 def _pod_resource_claims(spec: JSON, status: JSON) -> tuple[PodResourceClaim, ...]:

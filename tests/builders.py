@@ -15,6 +15,8 @@ import itertools
 import uuid
 from typing import Any
 
+from custom_scheduler import gang
+from custom_scheduler.gang import PodGroup
 from custom_scheduler.model import Node, Pod, node_from_json, pod_from_json
 from custom_scheduler.storage import PersistentVolume, PersistentVolumeClaim, pv_from_json, pvc_from_json
 
@@ -183,6 +185,15 @@ class PodBuilder:
         """``spec.schedulingGates`` (the SchedulingGates PreEnqueue plugin holds the pod back)."""
         self.spec["schedulingGates"] = [{"name": n} for n in names]
         return self
+
+    def scheduling_group(self, group: str) -> PodBuilder:
+        """``spec.schedulingGroup.podGroupName``: a member of a scheduling.k8s.io PodGroup."""
+        self.spec["schedulingGroup"] = {"podGroupName": group}
+        return self
+
+    def pod_group_label(self, group: str) -> PodBuilder:
+        """The ``scheduling.x-k8s.io/pod-group`` label: a member of a scheduler-plugins PodGroup."""
+        return self.label("scheduling.x-k8s.io/pod-group", group)
 
     def pvc(self, claim: str, volume: str = "", read_only: bool = False) -> PodBuilder:
         """A ``persistentVolumeClaim`` volume (named ``volume``, default: the claim's name)."""
@@ -560,3 +571,80 @@ class ClaimBuilder:
 
     def obj(self) -> dict[str, Any]:
         return copy.deepcopy(self._obj)
+
+
+# -- PodGroups (gang scheduling) --------------------------------------------------------------------
+
+
+class PodGroupBuilder:
+    """A PodGroup of Kubernetes' ``scheduling.k8s.io/v1beta1`` (``crd=False``) or scheduler-plugins'
+    ``scheduling.x-k8s.io/v1alpha1`` (``crd=True``) API. Native groups start as a gang of
+    ``min_count``; CRD groups with ``minMember``."""
+
+    def __init__(self, name: str, namespace: str = "default", *, crd: bool = False, min_count: int = 1) -> None:
+        self.crd = crd
+        self._obj: dict[str, Any] = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1" if crd else "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": min_count} if crd else {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        }
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self._obj["spec"]
+        return spec
+
+    def basic(self) -> PodGroupBuilder:
+        self.spec["schedulingPolicy"] = {"basic": {}}
+        return self
+
+    def topology(self, key: str) -> PodGroupBuilder:
+        self.spec["schedulingConstraints"] = {"topology": [{"key": key}]}
+        return self
+
+    def timeout(self, seconds: int) -> PodGroupBuilder:
+        self.spec["scheduleTimeoutSeconds"] = seconds
+        return self
+
+    def min_resources(self, **res: str) -> PodGroupBuilder:
+        self.spec["minResources"] = dict(res)
+        return self
+
+    def condition(
+        self, status: str, reason: str, message: str = "", ts: str = "2024-01-01T00:00:00Z"
+    ) -> PodGroupBuilder:
+        cond = {"type": "PodGroupInitiallyScheduled", "status": status, "reason": reason, "message": message}
+        cond["lastTransitionTime"] = ts
+        self._obj.setdefault("status", {}).setdefault("conditions", []).append(cond)
+        return self
+
+    def phase(self, phase: str) -> PodGroupBuilder:
+        self._obj.setdefault("status", {})["phase"] = phase
+        return self
+
+    def set(self, path: str, value: Any) -> PodGroupBuilder:
+        """Any field by dotted path (``spec.minMember``), for malformed-object tests."""
+        *parents, last = path.split(".")
+        d = self._obj
+        for p in parents:
+            d = d.setdefault(p, {})
+        d[last] = value
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._obj)
+
+    def build(self) -> PodGroup:
+        o = self.obj()
+        o["metadata"].setdefault("uid", str(uuid.uuid4()))
+        o["metadata"].setdefault("resourceVersion", str(next(_seq)))
+        return gang.crd_from_json(o) if self.crd else gang.native_from_json(o)
+
+
+def make_pod_group(name: str = "", namespace: str = "default", *, min_count: int = 1) -> PodGroupBuilder:
+    return PodGroupBuilder(name or f"pg-{next(_seq)}", namespace, min_count=min_count)
+
+
+def make_crd_pod_group(name: str = "", namespace: str = "default", *, min_member: int = 1) -> PodGroupBuilder:
+    return PodGroupBuilder(name or f"pg-{next(_seq)}", namespace, crd=True, min_count=min_member)

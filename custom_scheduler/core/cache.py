@@ -56,6 +56,8 @@ class Cache:
         # cycle copies only what changed instead of walking every node.
         self._dirty: set[str] = set()
         self._primary: Snapshot | None = None
+        # Bound pods taken out for a group preemption's dry run (hold_out/restore_held).
+        self._held: dict[str, _PodState] = {}
         self._ttl = ttl
         self._clock = clock
 
@@ -189,9 +191,35 @@ class Cache:
             st = self._pods.get(uid)
             return bool(st and st.assumed)
 
+    def hold_out(self, pods: Iterable[Pod]) -> list[Pod]:
+        """Take bound ``pods`` out of their nodes for a dry run (a gang's preemption: would the
+        whole gang fit with these gone?); :meth:`restore_held` puts them back. An informer
+        event about a held pod meanwhile wins: an update puts it back at once, a delete means it
+        is not restored. Returns the pods actually held (assumed or unknown pods are skipped)."""
+        out: list[Pod] = []
+        with self._lock:
+            for pod in pods:
+                st = self._pods.get(pod.uid)
+                if st is None or st.assumed:
+                    continue
+                del self._pods[pod.uid]
+                self._remove_from_node(st.pod)
+                self._held[pod.uid] = st
+                out.append(st.pod)
+        return out
+
+    def restore_held(self) -> None:
+        with self._lock:
+            for uid, st in self._held.items():
+                if uid not in self._pods:
+                    self._pods[uid] = st
+                    self._add_to_node(st.pod)
+            self._held.clear()
+
     def add_pod(self, pod: Pod) -> None:
         """An assigned pod seen by the informer: confirms an assumption, or adds a new pod."""
         with self._lock:
+            self._held.pop(pod.uid, None)
             st = self._pods.get(pod.uid)
             if st is not None:
                 # Confirmed (possibly on another node than assumed, or an update of a known pod).
@@ -204,6 +232,7 @@ class Cache:
 
     def remove_pod(self, pod: Pod) -> None:
         with self._lock:
+            self._held.pop(pod.uid, None)
             st = self._pods.pop(pod.uid, None)
             if st is not None:
                 self._remove_from_node(st.pod)

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -34,6 +34,22 @@ MAX_NOTE = 1024
 SERIES_WINDOW = 600.0
 SERIES_PATCH_EVERY = 30.0
 CACHE_SIZE = 4096
+
+
+class Regarding(Protocol):
+    """What an Event is about: a pod, or a PodGroup (anything namespaced with these fields)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def resource_version(self) -> str: ...
 
 
 def micro_time(ts: float | None = None) -> str:
@@ -132,7 +148,20 @@ class Writer:
                 log.exception("api_write_crashed")
 
     # -- events -----------------------------------------------------------------------------------
-    def event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str, controller: str = "") -> None:
+    def event(
+        self,
+        pod: Regarding,
+        *,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        controller: str = "",
+        kind: str = "Pod",
+        api_version: str = "v1",
+    ) -> None:
+        """Record an Event about ``pod`` (or another namespaced object: a PodGroup, with its
+        ``kind`` and ``api_version``); repeats within the series window are counted, not re-posted."""
         note = truncate_note(note)
         controller = controller or self.controller
         key = (pod.uid, reason, note)
@@ -156,13 +185,16 @@ class Writer:
                     self._series.popitem(last=False)
                 created = True
         if created:
-            self._submit(lambda: self._create_event(pod, type_, reason, action, note, controller, series.name, now))
+            ref = (api_version, kind)
+            self._submit(
+                lambda: self._create_event(pod, type_, reason, action, note, controller, series.name, now, ref)
+            )
         else:
             self._submit(lambda: self._patch_series(series))
 
     def _create_event(
         self,
-        pod: Pod,
+        pod: Regarding,
         type_: str,
         reason: str,
         action: str,
@@ -170,6 +202,7 @@ class Writer:
         controller: str,
         name: str,
         now: float,
+        ref: tuple[str, str] = ("v1", "Pod"),
     ) -> None:
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
@@ -183,8 +216,8 @@ class Writer:
             "type": type_,
             "note": note,
             "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
+                "apiVersion": ref[0],
+                "kind": ref[1],
                 "namespace": pod.namespace,
                 "name": pod.name,
                 "uid": pod.uid,

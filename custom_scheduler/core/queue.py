@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import itertools
 import threading
 import time
@@ -74,8 +75,11 @@ NODE_UPDATE = "NodeUpdate"
 POD_DELETE = "PodDelete"
 ASSIGNED_POD_ADD = "AssignedPodAdd"
 ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+ASSIGNED_POD_DELETE = "AssignedPodDelete"
 # PreEnqueue plugins changed (config reload): gated pods are checked again.
 PRE_ENQUEUE_CHANGED = "PreEnqueueChanged"
+# A plugin asked for these pods (Handle.activate), or a hold on them ended.
+FORCE_ACTIVATE = "ForceActivate"
 
 #: The PreEnqueue plugin whose rejections only the pod's own update can lift, so cluster events and
 #: the leftover flush skip the pods it gated. Spelled out so this module imports no plugin; a test
@@ -299,6 +303,9 @@ class SchedulingQueue:
         if self._less(b, a):
             return False
         return a.seq < b.seq
+
+    def _compare_active(self, a: QueuedPodInfo, b: QueuedPodInfo) -> int:
+        return -1 if self._active_before(a, b) else (1 if self._active_before(b, a) else 0)
 
     def _backoff_before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return (self.backoff_expiry(a), a.seq) < (self.backoff_expiry(b), b.seq)
@@ -602,6 +609,69 @@ class SchedulingQueue:
                     self._park(qpi, PRE_ENQUEUE_CHANGED)
                     gated += 1
             return released, gated
+
+    def release_gated(self, uids: Collection[str]) -> int:
+        """Run PreEnqueue again on these gated pods only (a targeted :meth:`recheck_pre_enqueue`,
+        e.g. once a pod's preemption has been carried out); returns how many reached activeQ."""
+        with self._lock:
+            released = 0
+            for uid in uids:
+                qpi = self._unschedulable.get(uid)
+                if qpi is not None and qpi.gated and self._passes_pre_enqueue(qpi):
+                    del self._unschedulable[uid]
+                    self._push_active(qpi, FORCE_ACTIVATE)
+                    released += 1
+            return released
+
+    def activate(self, pods: Collection[model.Pod]) -> int:
+        """Move these pods from unschedulable or backoffQ to activeQ now, through PreEnqueue
+        (upstream's ``Activate``: a plugin knows they can make progress, e.g. a gang's other
+        members). Pods gated by SchedulingGates and pods not queued are left alone."""
+        with self._lock:
+            moved = 0
+            for pod in pods:
+                uid = pod.uid
+                qpi = self._unschedulable.get(uid)
+                if qpi is not None:
+                    if _waits_for_own_update(qpi):
+                        continue
+                    del self._unschedulable[uid]
+                else:
+                    qpi = self._backoff.remove(uid)
+                    if qpi is None:
+                        continue
+                if self._to_active_locked(qpi, FORCE_ACTIVATE) is SubQueue.ACTIVE:
+                    moved += 1
+            if moved:
+                self._move_request_cycle = self._scheduling_cycle
+            return moved
+
+    def take_members(self, match: Callable[[model.Pod], bool]) -> list[QueuedPodInfo]:
+        """Pop every other queued pod that ``match`` es (a PodGroup's members, for one group
+        cycle) from activeQ, backoffQ and unschedulable alike: the group is scheduled, and backs
+        off, as one unit (upstream queues it as one entry). Gated pods stay: PreEnqueue holds them.
+        In queue order, each in flight as after :meth:`pop`, within the current scheduling cycle."""
+        with self._lock:
+            picked = [qpi for qpi in self._active if match(qpi.pod)]
+            picked += [qpi for qpi in self._backoff if match(qpi.pod)]
+            picked += [qpi for qpi in self._unschedulable.values() if not qpi.gated and match(qpi.pod)]
+            picked.sort(key=functools.cmp_to_key(self._compare_active))
+            for qpi in picked:
+                if self._active.remove(qpi.uid) is None and self._backoff.remove(qpi.uid) is None:
+                    del self._unschedulable[qpi.uid]
+                qpi.attempts += 1
+                if qpi.initial_attempt_timestamp is None:
+                    qpi.initial_attempt_timestamp = self._clock()
+                qpi.unschedulable_plugins = set()
+                self._in_flight[qpi.uid] = _InFlight(qpi)
+            return picked
+
+    def next_backoff_expiry(self) -> float | None:
+        """When the earliest backing-off pod may move to activeQ (for offline drivers that run a
+        virtual clock); None when no pod is backing off."""
+        with self._lock:
+            head = self._backoff.peek()
+            return None if head is None else self.backoff_expiry(head)
 
     # -- lifecycle and introspection ------------------------------------------------------------
     def close(self) -> None:

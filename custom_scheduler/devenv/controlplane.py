@@ -204,6 +204,9 @@ class ControlPlane:
         gates = []
         if self.minor_version >= 35:
             gates.append("GenericWorkload=true")
+        if self.minor_version >= 36:
+            # Alpha: PodGroup.spec.schedulingConstraints.topology (a gang kept in one domain).
+            gates.append("TopologyAwareWorkloadScheduling=true")
         return ",".join(gates)
 
     def _apiserver_args(self, etcd_url: str) -> list[str]:

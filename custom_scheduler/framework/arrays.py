@@ -16,6 +16,10 @@ tests compare both paths).
 
 A row is only valid for the exact NodeInfo object at that position: callers that hold a modified
 copy (preemption's dry runs, nominated pods) check identity and fall back to the scalar path.
+
+The framework owns the columns: it hands them to plugins through the declared fast paths
+(:class:`~custom_scheduler.framework.interface.FilterMaskPlugin` gets the snapshot,
+:class:`~custom_scheduler.framework.interface.BatchScorePlugin` gets :class:`NodeRows`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from custom_scheduler.framework.types import CycleState, NodeInfo, Snapshot, StateKey
+from custom_scheduler.framework.types import NodeInfo, Snapshot
 from custom_scheduler.model import Taint
 
 Column = npt.NDArray[np.int64]
@@ -177,7 +181,10 @@ def positions_of(
 
 
 def snapshot_of(handle: object) -> Snapshot | None:
-    """The handle's current snapshot if it has columns (test stubs and None handles have none)."""
+    """The handle's current snapshot if it has columns (test stubs and None handles have none).
+
+    For plugins that read the whole snapshot outside the declared fast paths (PreFilter tallies);
+    filter masks get the snapshot from the framework and batch scorers get :class:`NodeRows`."""
     fn = getattr(handle, "current_snapshot", None)
     if fn is None:
         return None
@@ -185,35 +192,37 @@ def snapshot_of(handle: object) -> Snapshot | None:
     return snap if snap.arrays is not None else None
 
 
-Rows = tuple[NodeArrays, npt.NDArray[np.intp]]
-_ROWS_KEY: StateKey[tuple[Sequence[NodeInfo], Rows | None]] = StateKey("arrays.rows")
+class NodeRows(list[NodeInfo]):
+    """Nodes that are rows of a snapshot's columns: ``self[k]`` is described by row ``rows[k]``
+    of ``cols``.
 
-
-def rows_of(handle: object, nodes: Sequence[NodeInfo], state: CycleState | None = None) -> Rows | None:
-    """The columns and the row index of each of ``nodes``, or None to use the scalar path.
-
-    With ``state``, the answer is remembered for this very ``nodes`` list, which the framework
-    passes to every score plugin of the cycle.
+    Why: the framework knows which rows the nodes it scores are (the vectorised filter found them
+    by row; otherwise it looks them up once), so it hands them to the batch scorers with the nodes
+    instead of each plugin finding the snapshot and the rows again. It is a plain list of the
+    snapshot's own NodeInfos otherwise, valid for the cycle it was made in (the cache re-lays the
+    rows between cycles). Slicing or copying gives a plain list, which scorers treat per node.
     """
-    if state is not None:
-        cached = state.get(_ROWS_KEY)
-        if cached is not None and cached[0] is nodes:
-            return cached[1]
-    snap = snapshot_of(handle)
-    result: Rows | None = None
-    if snap is not None:
-        rows = positions_of(nodes, snap.node_list, snap.positions)
-        if rows is not None:
-            result = (snap.arrays, np.asarray(rows, dtype=np.intp))
-    if state is not None:
-        state.write(_ROWS_KEY, (nodes, result))
-    return result
+
+    __slots__ = ("cols", "rows")
+
+    def __init__(self, nodes: Sequence[NodeInfo], cols: NodeArrays, rows: Sequence[int] | npt.NDArray[np.intp]) -> None:
+        super().__init__(nodes)
+        self.cols = cols
+        self.rows: npt.NDArray[np.intp] = np.asarray(rows, dtype=np.intp)
+        if len(self.rows) != len(self):
+            raise ValueError(f"{len(self)} nodes but {len(self.rows)} rows")
 
 
-def remember_rows(state: CycleState, nodes: Sequence[NodeInfo], cols: NodeArrays, rows: Sequence[int]) -> None:
-    """Tell :func:`rows_of` the rows of ``nodes`` (known to the vectorised filter), so the score
-    plugins of this cycle skip looking them up."""
-    state.write(_ROWS_KEY, (nodes, (cols, np.asarray(rows, dtype=np.intp))))
+def rows_for(snap: Snapshot, nodes: Sequence[NodeInfo]) -> NodeRows | None:
+    """``nodes`` as :class:`NodeRows` of ``snap``'s columns, or None when the snapshot has no
+    columns or some node is not the snapshot's own object (a modified copy has no row)."""
+    cols: NodeArrays | None = snap.arrays
+    if cols is None:
+        return None
+    if isinstance(nodes, NodeRows) and nodes.cols is cols:
+        return nodes
+    rows = positions_of(nodes, snap.node_list, snap.positions)
+    return None if rows is None else NodeRows(nodes, cols, rows)
 
 
 class RowMemo:

@@ -23,12 +23,20 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import structlog
 
-from custom_scheduler.dra import Allocation, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
+from custom_scheduler.dra import (
+    Allocation,
+    Candidate,
+    DeviceClass,
+    DeviceID,
+    ResourceClaim,
+    ResourceSlice,
+    candidates_for_node,
+)
 
 log = structlog.get_logger("custom_scheduler.dra")
 
@@ -60,6 +68,7 @@ class DRAStore:
         self._pending: dict[str, tuple[str, Allocation]] = {}  # claim uid -> (claim key, allocation)
         self._devices_of: dict[str, frozenset[DeviceID]] = {}  # source -> devices it holds
         self._in_use: Counter[DeviceID] = Counter()
+        self._candidates: dict[str, tuple[Candidate, ...]] = {}  # node -> its own slices' devices
         self._listeners: list[Listener] = []
 
     # -- feeding ----------------------------------------------------------------------------------
@@ -75,6 +84,7 @@ class DRAStore:
                 self._slices[obj.name] = obj
                 if obj.node_name:
                     self._by_node.setdefault(obj.node_name, {})[obj.name] = obj
+                    self._candidates.pop(obj.node_name, None)
                 else:
                     self._shared[obj.name] = obj
             elif kind == CLASS:
@@ -106,6 +116,7 @@ class DRAStore:
     def _unindex_slice(self, s: ResourceSlice | None) -> None:
         if s is None:
             return
+        self._candidates.pop(s.node_name, None)
         self._shared.pop(s.name, None)
         on = self._by_node.get(s.node_name)
         if on is not None:
@@ -163,6 +174,25 @@ class DRAStore:
         checks which of those reach the node)."""
         with self._lock:
             return [*self._by_node.get(node_name, {}).values(), *self._shared.values()]
+
+    def candidates(self, node_name: str, node_labels: Mapping[str, str]) -> Sequence[Candidate]:
+        """``candidates_for_node`` over :meth:`slices_for`: the devices a pod on the node reaches.
+
+        Filter asks this for every node of every pod, while slices change rarely: the devices of
+        a node's own slices (``nodeName``) are kept per node until one of its slices changes.
+        With any allNodes/nodeSelector slice the answer also depends on the node's labels and on
+        pools spanning slices, so it is computed afresh (exactly as before)."""
+        with self._lock:
+            if self._shared:
+                return candidates_for_node(self.slices_for(node_name), node_name, node_labels)
+            got = self._candidates.get(node_name)
+            if got is None:
+                own = self._by_node.get(node_name)
+                if not own:
+                    return ()
+                got = tuple(candidates_for_node(own.values(), node_name, node_labels))
+                self._candidates[node_name] = got
+            return got
 
     def has_slices(self) -> bool:
         with self._lock:

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from custom_scheduler.fence import Fence
 from custom_scheduler.framework.dra import DRAStore
+from custom_scheduler.framework.gang import GangStore
 from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
+from custom_scheduler.framework.waiting import WaitingPodMap
 from custom_scheduler.labels import Selector
 from custom_scheduler.loadmetrics import MetricsSource, Sources
 from custom_scheduler.model import Pod, PodDisruptionBudget
@@ -35,6 +37,7 @@ class SnapshotHandle:
         volumes: VolumeStore | None = None,
         dra: DRAStore | None = None,
         metrics_sources: Sources | None = None,
+        gangs: GangStore | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._profile = profile_name
@@ -44,10 +47,13 @@ class SnapshotHandle:
         self._volumes = volumes if volumes is not None else VolumeStore()
         self._dra = dra if dra is not None else DRAStore()
         self._metrics = metrics_sources if metrics_sources is not None else Sources()
+        self._gangs = gangs if gangs is not None else GangStore()
         self.framework: Framework | None = None
         self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = list
         self.nominated_lister: Callable[[str], Sequence[Pod]] = lambda node: ()
         self.event_sink: Callable[..., None] | None = None
+        # The queue's activate (the composition root wires it; offline: nothing to activate).
+        self.activator: Callable[[Sequence[Pod]], object] = lambda pods: None
         # Never revoked unless the composition root hands in the elector's (App does).
         self.fence: Fence = Fence()
 
@@ -85,6 +91,10 @@ class SnapshotHandle:
     def dra(self) -> DRAStore:
         return self._dra
 
+    @property
+    def gangs(self) -> GangStore:
+        return self._gangs
+
     def pdbs(self) -> Sequence[PodDisruptionBudget]:
         return self.pdb_lister()
 
@@ -121,6 +131,28 @@ class SnapshotHandle:
                 return st.with_plugin(ext.name)
         return SUCCESS
 
-    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
-        if self.event_sink is not None:
+    @property
+    def waiting_pods(self) -> WaitingPodMap:
+        return self._fwk().waiting
+
+    def activate(self, pods: Sequence[Pod]) -> None:
+        self.activator(pods)
+
+    def record_event(
+        self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"
+    ) -> None:
+        if self.event_sink is None:
+            return
+        if kind == "Pod":
             self.event_sink(pod, type_=type_, reason=reason, action=action, note=note, controller=self._profile)
+        else:
+            self.event_sink(
+                pod,
+                type_=type_,
+                reason=reason,
+                action=action,
+                note=note,
+                controller=self._profile,
+                kind=kind,
+                api_version=api_version,
+            )

@@ -21,10 +21,10 @@ PreScorePlugin     ``pre_score(state, pod, nodes)``                       Status
 ScorePlugin        ``score(state, pod, node_info)``                       int
 ScoreExtensions    ``normalize_score(state, pod, scores)`` (in place)     Status
 ReservePlugin      ``reserve`` / ``unreserve(state, pod, node_name)``     Status / None
-PermitPlugin       ``permit(state, pod, node_name)``                      Status
+PermitPlugin       ``permit(state, pod, node_name)``                      (Status, timeout s)
 PreBindPlugin      ``pre_bind(state, pod, node_name)``                    Status
 PreBindWaiter      ``pre_bind_pending(state, pod, node_name)``            Future[Status] | None
-BindPlugin         ``bind(state, pod, node_name)``                        Status (SKIP ok)
+BindPlugin         ``bind(state, pod, node_name)``                        BindResult
 PostBindPlugin     ``post_bind(state, pod, node_name)``                   None
 =================  =====================================================  ==================
 
@@ -36,18 +36,28 @@ must be cheap, pure and must not call the queue (kube-scheduler's SchedulingGate
 ``PreFilterPlugin.pre_filter`` may narrow the candidate nodes with ``state.restrict_nodes(...)``
 (kube-scheduler's PreFilterResult). ``PreFilterExtensions`` lets preemption and nominated-pod
 evaluation update a plugin's precomputed state when pods are added to or removed from a node.
+
+``PostFilterPlugin.post_filter`` *decides*; it does not write. Its result names the node to
+nominate, the victims to evict and the lower-priority nominations to clear, and the scheduler's
+preemption port carries them out (off the scheduling thread in the daemon, in memory in
+``simulate``), so every caller reads the same value instead of a plugin attribute.
+
+``PermitPlugin.permit`` answers ``(status, timeout)`` as upstream's ``(*Status, time.Duration)``:
+``Code.WAIT`` parks the pod, already assumed, until a plugin allows it through the Handle's
+:class:`WaitingPods` (``allow``/``reject``) or ``timeout`` seconds pass (then it is rejected).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from custom_scheduler.fence import Fence
 from custom_scheduler.framework.dra import DRAStore
-from custom_scheduler.framework.types import CycleState, NodeInfo, NodeScore, Snapshot, Status
+from custom_scheduler.framework.gang import GangStore
+from custom_scheduler.framework.types import BindResult, CycleState, NodeInfo, NodeScore, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.labels import Selector
 from custom_scheduler.loadmetrics import MetricsSource
@@ -92,9 +102,16 @@ class FilterPlugin(Plugin, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
+    """What PostFilter decided: ``status`` success with ``nominated_node_name`` when evicting
+    ``victims`` lets the pod fit there; ``cleared_nominations`` are lower-priority pods nominated to
+    that node that lose their nomination. ``message`` is appended to the pod's FitError."""
+
     status: Status
     nominated_node_name: str = ""
     message: str = ""
+    victims: tuple[Pod, ...] = ()
+    cleared_nominations: tuple[Pod, ...] = ()
+    num_pdb_violations: int = 0
 
 
 @runtime_checkable
@@ -126,7 +143,71 @@ class ReservePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PermitPlugin(Plugin, Protocol):
-    def permit(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]: ...
+
+
+@runtime_checkable
+class PodGroupPlugin(Plugin, Protocol):
+    """A plugin that makes a group's pods go through one scheduling cycle together (gangs).
+
+    The scheduling cycle asks :meth:`group_of` of every popped pod; pods of a group are taken from
+    the queue together, placed one after the other in one snapshot, and committed all or none by
+    :meth:`placement_feasible` (upstream's ``PlacementFeasible`` of the pod-group cycle).
+    """
+
+    def group_of(self, pod: Pod) -> str | None:
+        """The key of the gang ``pod`` belongs to, or None to schedule it alone."""
+        ...
+
+    def placement_feasible(self, group: str, *, cycle_size: int, tried: int, placed: int) -> Status:
+        """After ``tried`` of the cycle's ``cycle_size`` members were tried and ``placed`` of them
+        assumed: SUCCESS (enough: commit), WAIT (not yet, and members outside this cycle may
+        still come: commit and wait at Permit) or UNSCHEDULABLE (cannot be: revert all)."""
+        ...
+
+    def group_mates(self, pod: Pod) -> Sequence[Pod]:
+        """The bound members of ``pod``'s gang that must go with it when it is preempted (its
+        disruption mode), ``pod`` excluded; empty for a pod of no gang."""
+        ...
+
+    def topology_key(self, group: str) -> str | None:
+        """A node label the whole gang must share one value of (zone, rack), or None."""
+        ...
+
+    def group_attempted(self, group: str, result: str, message: str, placed: Sequence[tuple[Pod, str]]) -> None:
+        """One group cycle ended (``scheduled`` | ``unschedulable`` | ``waiting`` | ``error``):
+        status and events for the group; ``placed`` are the (pod, node) committed."""
+        ...
+
+
+class WaitingPod(Protocol):
+    """A pod parked at Permit (upstream's ``fwk.WaitingPod``)."""
+
+    @property
+    def pod(self) -> Pod: ...
+
+    @property
+    def node_name(self) -> str: ...
+
+    def pending_plugins(self) -> Sequence[str]:
+        """Permit plugins that answered WAIT and have not allowed the pod yet."""
+        ...
+
+    def allow(self, plugin: str) -> None:
+        """``plugin`` lets the pod through; it binds once every waiting plugin has."""
+        ...
+
+    def reject(self, plugin: str, message: str) -> None:
+        """End the wait with Unschedulable ``message``: the binding cycle undoes the reservation."""
+        ...
+
+
+class WaitingPods(Protocol):
+    """The pods waiting at Permit, shared by the profile's plugins."""
+
+    def get(self, uid: str) -> WaitingPod | None: ...
+
+    def __iter__(self) -> Iterator[WaitingPod]: ...
 
 
 @runtime_checkable
@@ -144,7 +225,7 @@ class PreBindWaiter(Plugin, Protocol):
 
 @runtime_checkable
 class BindPlugin(Plugin, Protocol):
-    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult: ...
 
 
 @runtime_checkable
@@ -198,8 +279,11 @@ class Handle(Protocol):
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status: ...
 
-    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
-        """Emit an Event about ``pod`` (asynchronously; never blocks the cycle)."""
+    def record_event(
+        self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"
+    ) -> None:
+        """Emit an Event about ``pod`` (asynchronously; never blocks the cycle); another namespaced
+        object (a PodGroup) with its ``kind`` and ``api_version``."""
         ...
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:
@@ -226,6 +310,21 @@ class Handle(Protocol):
         ...
 
     @property
+    def waiting_pods(self) -> WaitingPods:
+        """Pods parked at Permit (Coscheduling allows a gang's waiting members once it is whole)."""
+        ...
+
+    def activate(self, pods: Sequence[Pod]) -> None:
+        """Move these pending pods to activeQ now (upstream's ``Handle.Activate``), e.g. a gang's
+        other members once one of them reached Permit."""
+        ...
+
+    @property
+    def gangs(self) -> GangStore:
+        """PodGroups of both APIs and their members (GangScheduling's lister)."""
+        ...
+
+    @property
     def fence(self) -> Fence:
         """Leadership as a token: a plugin that writes on a pod's behalf (Bind) calls
         ``fence.admit()`` right before each request and gives up when it says no."""
@@ -234,3 +333,68 @@ class Handle(Protocol):
 
 #: A plugin factory: ``(args, handle) -> plugin``; ``args`` is the already-validated Args object.
 PluginFactory = Callable[[Any, Handle], Plugin]
+
+
+# --- declared fast paths -------------------------------------------------------------------------
+#
+# Optional, faster ways to compute what an extension point already computes per node. A plugin
+# offers one by implementing the protocol; the Framework checks ``isinstance`` once, when it is
+# built, and from then on calls the fast path instead of the per-node method where the fast path
+# applies. The per-node method stays the definition: a fast path must give exactly its results,
+# which the property tests under tests/unit (plugins/test_batch_scores.py,
+# core/test_vectorised_filters.py) check against the per-node methods.
+
+if TYPE_CHECKING:  # annotations only: the protocols are checked by method name at run time
+    from custom_scheduler.framework.arrays import Column, Mask
+
+
+@runtime_checkable
+class FilterMaskPlugin(FilterPlugin, Protocol):
+    """A filter that can judge every node of a snapshot at once from its columns.
+
+    Why: on the daemon's path the resource, taint and unschedulable checks are the same few
+    integer comparisons on every node; over :attr:`Snapshot.arrays` (``framework.arrays.NodeArrays``,
+    row ``i`` describes ``snap.node_list[i]``) they cost a few numpy operations per pod instead of
+    a Python call per node.
+    """
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> Mask | bool | None:
+        """Whether :meth:`filter` would return SUCCESS for each node of ``snap.node_list``.
+
+        Called after PreFilter, in the same cycle state, only when ``snap.arrays`` is set and every
+        row has its Node, and only for the snapshot's own NodeInfos (never for the modified copies
+        preemption and nominated pods use: those always go through :meth:`filter`). Returns a bool
+        array of ``len(snap.node_list)`` (True: ``filter`` succeeds on that node), ``True`` when it
+        succeeds on every node, or None when this pod cannot be judged from the columns (the
+        framework then calls :meth:`filter` per node). Any non-success of ``filter``, whatever its
+        code, is False. The rejection reasons are not part of the mask: when no node passes, the
+        framework runs :meth:`filter` per node to report them.
+        """
+        ...
+
+
+@runtime_checkable
+class BatchScorePlugin(ScorePlugin, Protocol):
+    """A scorer that scores many nodes in one call."""
+
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Sequence[int] | Column:
+        """``[score(state, pod, ni) for ni in nodes]``, exactly, as ints or an int64 array.
+
+        Called after PreScore in the same cycle state, instead of :meth:`ScorePlugin.score`. When
+        ``nodes`` is a ``framework.arrays.NodeRows`` its ``cols`` and ``rows`` give each node's row
+        in the snapshot's columns (the framework hands them over whenever they are known), so a
+        plugin may compute the scores element-wise on the columns; otherwise ``nodes`` is any
+        sequence and the plugin computes per node.
+        """
+        ...
+
+
+@runtime_checkable
+class BatchNormalizePlugin(ScoreExtensions, Protocol):
+    """A score normaliser that works on plain ints, without :class:`NodeScore` objects."""
+
+    def normalize_batch(self, state: CycleState, pod: Pod, raw: list[int]) -> list[int]:
+        """The scores :meth:`ScoreExtensions.normalize_score` would leave, node-aligned with ``raw``
+        (this plugin's raw scores of the nodes being scored), as a new list: ``raw`` is the raw
+        detail ``explain`` reports and must not be modified."""
+        ...

@@ -8,6 +8,7 @@ the daemon, ``explain`` and ``simulate`` all drive the same Framework.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -25,6 +26,8 @@ from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     SUCCESS,
+    BindOutcome,
+    BindResult,
     Code,
     CycleState,
     NodeInfo,
@@ -32,6 +35,7 @@ from custom_scheduler.framework.types import (
     Snapshot,
     Status,
 )
+from custom_scheduler.framework.waiting import WaitingPodMap
 from custom_scheduler.model import Pod
 
 Scores = list[int] | npt.NDArray[np.int64]
@@ -74,6 +78,28 @@ class ScoredNode:
 
 class FrameworkError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Scorer:
+    """One score plugin, its weight and the fast paths it declares, resolved when the framework is
+    built so the scoring loop makes no capability checks."""
+
+    plugin: fi.ScorePlugin
+    weight: int
+    batch: fi.BatchScorePlugin | None
+    normalize: fi.ScoreExtensions | None
+    normalize_batch: fi.BatchNormalizePlugin | None
+
+    @classmethod
+    def of(cls, p: fi.ScorePlugin, weight: int) -> _Scorer:
+        return cls(
+            p,
+            weight,
+            p if isinstance(p, fi.BatchScorePlugin) else None,
+            p if isinstance(p, fi.ScoreExtensions) else None,
+            p if isinstance(p, fi.BatchNormalizePlugin) else None,
+        )
 
 
 class Framework:
@@ -126,17 +152,9 @@ class Framework:
         for p, _ in self.score:
             if not isinstance(p, fi.ScorePlugin):
                 raise FrameworkError(f"plugin {p.name!r} does not implement score")
-        # Resolved once: the optional batch scorer and normalisers of each score plugin.
-        self._scorers: list[tuple[fi.ScorePlugin, int, Any, Any, Any]] = [
-            (
-                p,
-                w,
-                getattr(p, "score_batch", None),
-                p.normalize_score if isinstance(p, fi.ScoreExtensions) else None,
-                getattr(p, "normalize_batch", None) if isinstance(p, fi.ScoreExtensions) else None,
-            )
-            for p, w in self.score
-        ]
+        # The declared fast paths (interface.py, "declared fast paths"), resolved once here.
+        self._scorers: list[_Scorer] = [_Scorer.of(p, w) for p, w in self.score]
+        self._any_batch_scorer = any(s.batch is not None for s in self._scorers)
         self.reserve: list[fi.ReservePlugin] = point("reserve", fi.ReservePlugin)
         self.permit: list[fi.PermitPlugin] = point("permit", fi.PermitPlugin)
         self.pre_bind: list[fi.PreBindPlugin] = point("preBind", fi.PreBindPlugin)
@@ -145,6 +163,9 @@ class Framework:
         self.pre_filter_extensions: list[fi.PreFilterExtensions] = [
             p for p in self.pre_filter if isinstance(p, fi.PreFilterExtensions)
         ]
+        self._filter_masks: dict[str, fi.FilterMaskPlugin] = {
+            p.name: p for p in self.filter if isinstance(p, fi.FilterMaskPlugin)
+        }
 
     def plugin(self, name: str) -> fi.Plugin | None:
         return self._instances.get(name)
@@ -210,14 +231,20 @@ class Framework:
         node. Returns (feasible nodes, statuses of rejected nodes, nodes processed); a plugin
         exception becomes an ERROR status for that node, as in :meth:`run_filter`.
 
-        With ``snap`` (whose ``node_list`` is ``nodes``) and ``need_statuses=False`` (the daemon:
-        a success never reports why other nodes were rejected), filters that offer
-        ``filter_mask`` are evaluated for all nodes at once on the snapshot's columns and only the
-        others run per node, on the nodes the masks let through. The feasible nodes and the count
-        processed are exactly those of the per-node loop; when nothing is feasible, the per-node
-        loop runs to produce every rejection reason.
+        ``snap`` is the caller's statement that ``nodes`` *is* that snapshot's ``node_list``, so
+        row ``i`` of its columns describes ``nodes[i]``; pass None when ``nodes`` is a subset, is
+        reordered or holds copies. With it and ``need_statuses=False`` (the daemon: a success never
+        reports why other nodes were rejected), the filters that declare
+        :class:`~custom_scheduler.framework.interface.FilterMaskPlugin` are evaluated for all nodes
+        at once on the snapshot's columns and only the others run per node, on the nodes the masks
+        let through. The feasible nodes and the count processed are exactly those of the per-node
+        loop, and the feasible nodes come back as :class:`~custom_scheduler.framework.arrays.NodeRows`
+        for the batch scorers; when nothing is feasible, the per-node loop runs to produce every
+        rejection reason.
         """
-        if snap is not None and not need_statuses and snap.arrays is not None and nodes is snap.node_list:
+        if snap is not None and not need_statuses and snap.arrays is not None:
+            if len(nodes) != len(snap.node_list):
+                raise ValueError(f"filter_many: {len(nodes)} nodes given with a snapshot of {len(snap.node_list)}")
             got = self._filter_vectorised(state, pod, snap, start, want)
             if got is not None:
                 return got
@@ -256,18 +283,21 @@ class Framework:
         if snap.arrays.missing.any():
             return None
         skip = state.skip_filter
-        mask: Any = None
-        rest: list[tuple[str, Any]] = []
+        masks = self._filter_masks
+        mask: arrays.Mask | None = None
+        rest: list[fi.FilterPlugin] = []
         for p in self.filter:
             if p.name in skip:
                 continue
-            fm = getattr(p, "filter_mask", None)
+            fm = masks.get(p.name)
             try:
-                m = fm(state, pod, snap) if fm is not None else None
+                m = fm.filter_mask(state, pod, snap) if fm is not None else None
             except Exception:
                 return None  # the per-node loop reports the error with its node
             if m is None:
-                rest.append((p.name, p.filter))
+                rest.append(p)
+            elif m is False:
+                mask = np.zeros(len(snap.node_list), dtype=np.bool_)
             elif m is not True:
                 mask = m if mask is None else mask & m
         if mask is None:
@@ -283,10 +313,11 @@ class Framework:
         last = -1
         if rest:
             success = Code.SUCCESS
+            fns = [p.filter for p in rest]
             for i in idx.tolist():
                 ni = node_list[i]
                 try:
-                    for _, fn in rest:
+                    for fn in fns:
                         if fn(state, pod, ni).code is not success:
                             break
                     else:
@@ -305,8 +336,7 @@ class Framework:
         if not feasible:
             return None  # every node rejected: the per-node loop gives each one's reason
         processed = (last - start) % n + 1 if last >= 0 else n
-        arrays.remember_rows(state, feasible, snap.arrays, rows)
-        return feasible, {}, processed
+        return arrays.NodeRows(feasible, snap.arrays, rows), {}, processed
 
     def run_filter_with_nominated(
         self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod]
@@ -360,26 +390,39 @@ class Framework:
     ) -> Iterator[tuple[str, int, Scores, Scores]]:
         """Per active score plugin: (name, weight, raw scores, normalised scores), node-aligned.
 
-        Plugins may offer ``score_batch(state, pod, nodes) -> list[int] | int64 array`` (one call
-        for all nodes, for the hot resource scorers); otherwise ``score`` runs per node. Likewise
-        ``normalize_batch(state, pod, raw) -> list[int]`` replaces ``normalize_score``; NodeScore
-        objects are built only for plugins that normalise without it.
+        A plugin that declares :class:`~custom_scheduler.framework.interface.BatchScorePlugin` is
+        called once for all nodes; otherwise ``score`` runs per node. Batch scorers get the nodes
+        as :class:`~custom_scheduler.framework.arrays.NodeRows` when they are rows of the current
+        snapshot (already so when the vectorised filter found them; else looked up here, once for
+        all plugins). Likewise a :class:`~custom_scheduler.framework.interface.BatchNormalizePlugin`
+        normalises plain ints; NodeScore objects are built only for plugins that normalise without.
         """
-        for p, weight, batch, normalize, normalize_batch in self._scorers:
+        if self._any_batch_scorer and not isinstance(nodes, arrays.NodeRows):
+            with_rows = arrays.rows_for(self.handle.current_snapshot(), nodes)
+            if with_rows is not None:
+                nodes = with_rows
+        for sc in self._scorers:
+            p = sc.plugin
             if p.name in state.skip_score:
                 continue
+            raw: Scores
             try:
-                raw = batch(state, pod, nodes) if batch is not None else [p.score(state, pod, ni) for ni in nodes]
+                if sc.batch is not None:
+                    got = sc.batch.score_batch(state, pod, nodes)
+                    raw = got if isinstance(got, np.ndarray | list) else list(got)
+                else:
+                    raw = [p.score(state, pod, ni) for ni in nodes]
             except Exception as e:
                 raise FrameworkError(f"running Score plugin {p.name!r}: {type(e).__name__}: {e}") from e
-            if normalize_batch is not None:
+            normalized: Scores
+            if sc.normalize_batch is not None:
                 try:
-                    normalized = normalize_batch(state, pod, raw)
+                    normalized = sc.normalize_batch.normalize_batch(state, pod, _ints(raw))
                 except Exception as e:
                     raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {type(e).__name__}: {e}") from e
-            elif normalize is not None:
+            elif sc.normalize is not None:
                 scores = [NodeScore(ni.name, int(r)) for ni, r in zip(nodes, raw, strict=True)]
-                st = normalize(state, pod, scores)
+                st = sc.normalize.normalize_score(state, pod, scores)
                 if not st.is_success:
                     raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {st.message}")
                 normalized = [s.score for s in scores]
@@ -395,7 +438,7 @@ class Framework:
                     f'plugin "{p.name}" returns an invalid score {bad}, '
                     f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
                 )
-            yield p.name, weight, raw, normalized
+            yield p.name, sc.weight, raw, normalized
 
     def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[ScoredNode]:
         """Score, normalise and weight, keeping every plugin's detail (explain, simulate).
@@ -448,8 +491,42 @@ class Framework:
             except Exception:
                 pass
 
+    @functools.cached_property
+    def pod_group(self) -> fi.PodGroupPlugin | None:
+        """The profile's gang plugin (the first enabled plugin that groups pods), if any."""
+        for p in self._instances.values():
+            if isinstance(p, fi.PodGroupPlugin):
+                return p
+        return None
+
+    @functools.cached_property
+    def waiting(self) -> WaitingPodMap:
+        """Pods of this profile parked at Permit (the Handle lends it to plugins)."""
+        return WaitingPodMap()
+
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        return self._run_until_failure(self.permit, "permit", state, pod, node_name)
+        """Every Permit plugin in order. A rejection or error ends it at once; WAIT answers are
+        collected, and if any the pod is parked in :attr:`waiting` (its binding cycle then waits
+        on :meth:`wait_on_permit`) and ``Code.WAIT`` is returned."""
+        waits: dict[str, float] = {}
+        for p in self.permit:
+            try:
+                st, timeout = p.permit(state, pod, node_name)
+            except Exception as e:
+                st, timeout = Status.from_exception(e, p.name), 0.0
+            if st.code is Code.WAIT:
+                waits[p.name] = float(timeout)
+                continue
+            if not st.is_success:
+                return st.with_plugin(p.name)
+        if waits:
+            self.waiting.add(pod, node_name, waits)
+            return Status(Code.WAIT, (f"waiting at Permit for {', '.join(sorted(waits))}",), min(waits))
+        return SUCCESS
+
+    def wait_on_permit(self, pod: Pod) -> Future[Status] | None:
+        """The Permit wait of ``pod``, if it is parked: resolved by allow, reject or timeout."""
+        return self.waiting.wait_future(pod.uid)
 
     # -- binding cycle ----------------------------------------------------------------------------
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -478,16 +555,17 @@ class Framework:
             return out
         return _all_of(pending)
 
-    def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+    def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
+        """The first Bind plugin that does not skip decides; an exception is an ERROR result."""
         for p in self.bind:
             try:
-                st = p.bind(state, pod, node_name)
+                r = p.bind(state, pod, node_name)
             except Exception as e:
-                st = Status.from_exception(e, p.name)
-            if st.is_skip:
+                r = BindResult(BindOutcome.ERROR, Status.from_exception(e, p.name))
+            if r.outcome is BindOutcome.SKIPPED:
                 continue
-            return st.with_plugin(p.name)
-        return Status.as_error("no bind plugin bound the pod")
+            return r.with_plugin(p.name)
+        return BindResult(BindOutcome.ERROR, Status.as_error("no bind plugin bound the pod"))
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind:

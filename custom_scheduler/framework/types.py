@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import random
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -99,6 +100,43 @@ def _interned(code: Code, reasons: tuple[str, ...], plugin: str) -> Status:
 
 SUCCESS = Status()
 SKIP = Status(Code.SKIP)
+
+
+class BindOutcome(enum.Enum):
+    """How a Bind ended, as the scheduler routes it (never by the message text)."""
+
+    BOUND = "bound"
+    """The API server accepted the Binding."""
+    ALREADY_BOUND = "already_bound"
+    """A retry found the pod already bound to this node: an earlier attempt went through."""
+    CONFLICT = "conflict"
+    """The pod is bound elsewhere or being deleted: it is not ours to bind; forget it."""
+    GONE = "gone"
+    """The pod no longer exists (or was replaced under the same name)."""
+    FENCED = "fenced"
+    """Leadership is lost: nothing was sent; the next leader owns the pod."""
+    ERROR = "error"
+    """Anything else (retries exhausted, rejected): undo and retry the pod after a backoff."""
+    SKIPPED = "skipped"
+    """This Bind plugin does not handle the pod (upstream's Skip): the next one is asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindResult:
+    """A Bind plugin's answer: the outcome, the Status for messages and attribution, and how many
+    attempts beyond the first it took (per call, so concurrent binds never share a counter)."""
+
+    outcome: BindOutcome
+    status: Status = SUCCESS
+    retries: int = 0
+
+    @property
+    def is_bound(self) -> bool:
+        return self.outcome in (BindOutcome.BOUND, BindOutcome.ALREADY_BOUND)
+
+    def with_plugin(self, plugin: str) -> BindResult:
+        st = self.status.with_plugin(plugin)
+        return self if st is self.status else BindResult(self.outcome, st, self.retries)
 
 
 @dataclass(slots=True)
@@ -236,10 +274,13 @@ class StateNotFoundError(KeyError):
 class CycleState:
     """Per-attempt scratch space. ``node_names`` is the PreFilter result: ``None`` means all nodes."""
 
-    __slots__ = ("_data", "node_names", "skip_filter", "skip_score")
+    __slots__ = ("_data", "node_names", "rng", "skip_filter", "skip_score")
 
-    def __init__(self) -> None:
+    def __init__(self, rng: random.Random | None = None) -> None:
         self._data: dict[str, Any] = {}
+        # The cycle's random source (preemption's candidate offset): owned and seeded by whoever
+        # runs the cycle, so explain and simulate reproduce a decision from a seed.
+        self.rng: random.Random = rng if rng is not None else _DEFAULT_RNG
         self.node_names: set[str] | None = None
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
@@ -264,12 +305,15 @@ class CycleState:
         self.node_names = s if self.node_names is None else (self.node_names & s)
 
     def clone(self) -> CycleState:
-        c = CycleState()
+        c = CycleState(self.rng)
         c._data = dict(self._data)
         c.node_names = None if self.node_names is None else set(self.node_names)
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
         return c
+
+
+_DEFAULT_RNG = random.Random()
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from custom_scheduler.plugins import (
     default_binder,
     default_preemption,
     dynamic_resources,
+    gang_scheduling,
     image_locality,
     inter_pod_affinity,
     load_aware,
@@ -68,6 +69,7 @@ IN_TREE_SPECS: list[PluginSpec] = [
     accelerators.SPEC,
     node_pools.SPEC,
     load_aware.SPEC,
+    gang_scheduling.SPEC,
 ]
 
 

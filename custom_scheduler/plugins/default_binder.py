@@ -7,11 +7,13 @@ Retries (tenacity, exponential backoff with jitter, honouring ``Retry-After``) c
 connection errors. They are safe because of the answer-to-a-retry rule: a 409 saying the pod is
 already assigned *to the node we asked for* means an earlier attempt went through, so it counts as
 success. Any other 409 (assigned elsewhere, being deleted) or a 404 is final: the pod is not ours
-to bind any more, and the caller forgets the assumption.
+to bind any more, and the caller forgets the assumption. The answer is a
+:class:`~custom_scheduler.framework.types.BindResult` whose outcome the scheduler routes on, with
+the retries of this call (a local count: sixteen bind threads share one plugin instance).
 
 Fencing: every attempt, the first and each retry, asks the Handle's fence right before the POST.
 Once the elector has revoked it (the Lease is lost) the bind gives up with
-:data:`REASON_FENCED` without sending anything: a retry loop that slept through the loss must not
+``BindOutcome.FENCED`` without sending anything: a retry loop that slept through the loss must not
 wake up and write as if it still led.
 """
 
@@ -26,7 +28,7 @@ from custom_scheduler.fence import FencedOff
 from custom_scheduler.framework.api import errors, pod_path
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec, no_args
-from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
+from custom_scheduler.framework.types import BindOutcome, BindResult, Code, CycleState, Status
 from custom_scheduler.model import Pod
 
 log = structlog.get_logger("custom_scheduler.binder")
@@ -34,7 +36,6 @@ log = structlog.get_logger("custom_scheduler.binder")
 NAME = "DefaultBinder"
 BIND_TIMEOUT = 30.0
 
-#: Status reasons the scheduler recognises to decide what to do with a failed bind.
 REASON_POD_GONE = "pod not found"
 REASON_ASSIGNED_ELSEWHERE = "pod is already assigned to another node"
 REASON_FENCED = "leadership lost: not binding"
@@ -65,9 +66,8 @@ class DefaultBinder:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         self.handle = handle
-        self.retries = 0  # attempts beyond the first, for metrics and tests
 
-    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
         client = self.handle.client
         body = {
             "apiVersion": "v1",
@@ -77,8 +77,11 @@ class DefaultBinder:
         }
         path = pod_path(pod.namespace, pod.name, "binding")
 
+        retries = 0
+
         def before_sleep(rs: tenacity.RetryCallState) -> None:
-            self.retries += 1
+            nonlocal retries
+            retries += 1
             _log_retry(rs)
 
         retrying = tenacity.Retrying(
@@ -95,19 +98,24 @@ class DefaultBinder:
                 raise FencedOff(pod.key)
             return client.post(path, body, timeout=(5.0, 15.0))
 
+        def result(outcome: BindOutcome, *reasons: str, error: BaseException | None = None) -> BindResult:
+            st = Status(Code.ERROR, reasons, NAME, error) if reasons else Status()
+            return BindResult(outcome, st, retries)
+
         try:
             retrying(post)
         except FencedOff:
-            return Status(Code.ERROR, (REASON_FENCED,), NAME)
+            return result(BindOutcome.FENCED, REASON_FENCED)
         except errors.Conflict as e:
+            # The API server's own wording is the only way to tell "already ours" from "elsewhere".
             if f'already assigned to node "{node_name}"' in e.message:
-                return SUCCESS
-            return Status(Code.ERROR, (REASON_ASSIGNED_ELSEWHERE, e.message), NAME, e)
+                return result(BindOutcome.ALREADY_BOUND)
+            return result(BindOutcome.CONFLICT, REASON_ASSIGNED_ELSEWHERE, e.message, error=e)
         except errors.NotFound as e:
-            return Status(Code.ERROR, (REASON_POD_GONE,), NAME, e)
+            return result(BindOutcome.GONE, REASON_POD_GONE, error=e)
         except errors.KubeError as e:
-            return Status(Code.ERROR, (f"binding rejected: {e}",), NAME, e)
-        return SUCCESS
+            return result(BindOutcome.ERROR, f"binding rejected: {e}", error=e)
+        return result(BindOutcome.BOUND)
 
 
 SPEC = PluginSpec(NAME, DefaultBinder, no_args)

@@ -11,42 +11,38 @@ Runs only after Filter found no feasible node. Semantics are kube-scheduler's (v
 3. **Dry run and choice** (:mod:`custom_scheduler.plugins.preemption.selection`): the victims per
    node on copies of the node and of the cycle state, ``numCandidates`` from the args, a random
    offset, then one node by the tie-break rules.
-4. **Execution**: for every victim, PATCH its status with the condition ``DisruptionTarget=True``
-   (reason ``PreemptionByScheduler``), DELETE it gracefully (its kubelet finishes the termination),
-   and emit a ``Preempted`` event on it; then clear ``status.nominatedNodeName`` of lower-priority
-   pods nominated to the chosen node, which may no longer fit there. The result nominates the node;
-   the scheduler records the nomination and patches the preemptor's ``nominatedNodeName``. The
-   preemptor itself stays unschedulable for this cycle and is retried when its victims are gone.
+4. **The result**, not an action: the chosen node, the victims and the lower-priority pods
+   nominated there that lose their nomination. The scheduling cycle nominates the node and hands the
+   evictions to its :class:`~custom_scheduler.framework.preemption.Evictor` (the API calls run off
+   the scheduling thread in the daemon; ``simulate`` removes the victims in memory; ``explain`` and
+   shadow mode only report them). The preemptor stays unschedulable for this cycle and is retried
+   when its victims are gone.
 
 When nothing helps, the result's message is ``preemption: `` followed by a FitError text over all
 nodes (``No preemption victims found for incoming pod``, ``Preemption is not helpful for
 scheduling``, or the filter reasons that remain with every lower-priority pod gone); the scheduler
 appends it to its own FitError, which gives kube-scheduler's double period.
 
-Offline (``explain``, ``simulate``, shadow mode: the Handle has no client) the decision is computed
-the same way and only reported: :attr:`DefaultPreemption.last_outcome` and a log line, no writes.
+The candidate offset comes from the cycle's RNG (``state.rng``), so a seeded ``explain`` or
+``simulate`` reproduces the choice.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import structlog
-import tenacity
 
-from custom_scheduler.framework.api import STRATEGIC_PATCH_CT, errors, pod_path
 from custom_scheduler.framework.interface import Handle, PostFilterResult
+from custom_scheduler.framework.preemption import DISRUPTION_TARGET, REASON_PREEMPTION_BY_SCHEDULER
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, NodeInfo, Status
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader
 from custom_scheduler.plugins.preemption import selection
-from custom_scheduler.plugins.preemption.selection import ERR_REASON_NO_VICTIMS, Candidate, Victims
+from custom_scheduler.plugins.preemption.selection import ERR_REASON_NO_VICTIMS, Candidate
 
 log = structlog.get_logger("custom_scheduler.preemption")
 
@@ -58,16 +54,6 @@ MSG_NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nom
 ERR_REASON_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 
 PREEMPT_NEVER = "Never"
-DISRUPTION_TARGET = "DisruptionTarget"
-REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
-DISRUPTION_MESSAGE_FORMAT = "{scheduler}: preempting to accommodate a higher priority pod"
-EVENT_REASON = "Preempted"
-EVENT_ACTION = "Preempting"
-EVENT_NOTE_FORMAT = "Preempted by pod {uid} on node {node}"
-
-#: Victims are evicted in parallel with at most this many API calls in flight (kube-scheduler's
-#: parallelism default).
-PARALLELISM = 16
 
 
 # --- args ----------------------------------------------------------------------------------------
@@ -101,24 +87,6 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> DefaultPreemptionArg
         r.error(abs_path, "Invalid value: 0: cannot be zero at the same time as minCandidateNodesPercentage")
     r.raise_errors()
     return DefaultPreemptionArgs(pct, absolute)
-
-
-# --- outcome -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PreemptionOutcome:
-    """What one successful preemption decided (kept for explain/simulate and logs).
-
-    :attr:`DefaultPreemption.last_outcome` holds the latest one; it is reset to None at the start of
-    every PostFilter call, so it describes the current pod's attempt only."""
-
-    preemptor: Pod
-    node: str
-    victims: Victims
-    cleared_nominations: tuple[Pod, ...] = ()
-    executed: bool = False
-    """True when the evictions were sent to the API server; False offline."""
 
 
 def eligibility(handle: Handle, pod: Pod, statuses: Mapping[str, Status]) -> str:
@@ -171,11 +139,8 @@ class DefaultPreemption:
     def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
         self.args = args or DefaultPreemptionArgs()
         self.handle = handle
-        self.rng = random.Random()
-        self.last_outcome: PreemptionOutcome | None = None
 
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterResult:
-        self.last_outcome = None
         reason = eligibility(self.handle, pod, statuses)
         if reason:
             log.debug("preemption_not_eligible", pod=pod.key, reason=reason)
@@ -187,7 +152,7 @@ class DefaultPreemption:
         potential, out = split_candidate_nodes(nodes, statuses)
         candidates: list[Candidate] = []
         if potential:
-            offset = self.rng.randrange(len(potential))
+            offset = state.rng.randrange(len(potential))
             wanted = selection.num_candidates(
                 len(potential), self.args.min_candidate_nodes_percentage, self.args.min_candidate_nodes_absolute
             )
@@ -199,9 +164,8 @@ class DefaultPreemption:
             errs = [s for s in out.values() if s.code is Code.ERROR]
             if errs:
                 return _error(MESSAGE_PREFIX + "; ".join(s.message for s in errs))
-            # Nothing can make room: the pod should not keep a nomination it cannot use.
-            if pod.nominated_node_name:
-                self._clear_nominations([pod])
+            # Nothing can make room: the pod should not keep a nomination it cannot use (the
+            # scheduler clears it: an unschedulable result with no node clears the nomination).
             return _unschedulable(failure_message(pod, len(nodes), out))
 
         best = selection.pick_one_node(candidates)
@@ -210,101 +174,20 @@ class DefaultPreemption:
         to_clear = tuple(
             p for p in self.handle.nominated_pods(best.node) if p.priority < pod.priority and p.uid != pod.uid
         )
-        st = self._prepare(pod, best, to_clear)
-        if not st.is_success:
-            return PostFilterResult(st, message=MESSAGE_PREFIX + st.message)
-        return PostFilterResult(SUCCESS, nominated_node_name=best.node)
-
-    # -- execution --------------------------------------------------------------------------------
-    def _prepare(self, pod: Pod, c: Candidate, to_clear: tuple[Pod, ...]) -> Status:
-        """Evict the victims and clear lower-priority nominations (or only report them, offline)."""
-        client = self.handle.client
-        outcome = PreemptionOutcome(pod, c.node, c.victims, to_clear, executed=client is not None)
-        self.last_outcome = outcome
-        victims = [v.key for v in c.victims.pods]
-        if client is None:
-            log.info("preemption_planned", pod=pod.key, node=c.node, victims=victims, offline=True)
-            return SUCCESS
-        log.info("preempting", pod=pod.key, node=c.node, victims=victims, pdb_violations=c.victims.num_pdb_violations)
-        # A victim already terminating needs no second request.
-        todo = [v for v in c.victims.pods if not v.deleting]
-        if len(todo) == 1:
-            problems = [self._preempt_one(client, pod, c.node, todo[0])]
-        elif todo:
-            with ThreadPoolExecutor(min(PARALLELISM, len(todo)), thread_name_prefix="preempt") as pool:
-                problems = list(pool.map(lambda v: self._preempt_one(client, pod, c.node, v), todo))
-        else:
-            problems = []
-        failed = [p for p in problems if p]
-        if failed:
-            return Status.as_error("; ".join(failed), NAME)
-        self._clear_nominations(to_clear)
-        return SUCCESS
-
-    def _preempt_one(self, client: Any, preemptor: Pod, node: str, victim: Pod) -> str:
-        """Mark ``victim`` as a disruption target, delete it, record the event; an error text or ""."""
-        condition = {
-            "type": DISRUPTION_TARGET,
-            "status": "True",
-            "reason": REASON_PREEMPTION_BY_SCHEDULER,
-            "message": DISRUPTION_MESSAGE_FORMAT.format(scheduler=preemptor.scheduler_name),
-            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        patch = {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}}
-        delete_opts = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
-        # Fencing: a leader that lost its Lease mid-cycle must not evict anyone (a cheap flag).
-        fence = self.handle.fence
-        try:
-            if not fence.admit():
-                return f"leadership lost: not preempting pod {victim.key}"
-            _retrying(client.patch, pod_path(victim.namespace, victim.name, "status"), patch, STRATEGIC_PATCH_CT)
-            if not fence.admit():
-                return f"leadership lost: not preempting pod {victim.key}"
-            _retrying(client.delete, pod_path(victim.namespace, victim.name), delete_opts)
-        except (errors.NotFound, errors.Conflict):
-            # Gone already, or replaced by a new pod of the same name: nothing to preempt.
-            log.info("preemption_victim_gone", pod=victim.key, preemptor=preemptor.key)
-            return ""
-        except errors.KubeError as e:
-            log.warning("preemption_victim_failed", pod=victim.key, preemptor=preemptor.key, error=str(e)[:300])
-            return f"preempting pod {victim.key}: {e}"
-        self.handle.record_event(
-            victim,
-            type_="Normal",
-            reason=EVENT_REASON,
-            action=EVENT_ACTION,
-            note=EVENT_NOTE_FORMAT.format(uid=preemptor.uid, node=node),
+        log.info(
+            "preemption_decided",
+            pod=pod.key,
+            node=best.node,
+            victims=[v.key for v in best.victims.pods],
+            pdb_violations=best.victims.num_pdb_violations,
         )
-        return ""
-
-    def _clear_nominations(self, pods: Sequence[Pod]) -> None:
-        """Set ``status.nominatedNodeName`` of ``pods`` to null; failures are logged, not fatal."""
-        client = self.handle.client
-        if client is None:
-            return
-        for p in pods:
-            try:
-                _retrying(
-                    client.patch,
-                    pod_path(p.namespace, p.name, "status"),
-                    {"metadata": {"uid": p.uid}, "status": {"nominatedNodeName": None}},
-                    STRATEGIC_PATCH_CT,
-                )
-            except (errors.NotFound, errors.Conflict):
-                pass
-            except errors.KubeError as e:
-                log.warning("clear_nominated_node_failed", pod=p.key, error=str(e)[:300])
-
-
-def _retrying(fn: Any, *args: Any) -> Any:
-    """``fn(*args)``, retried briefly on transient API errors (connection, 429, 5xx)."""
-    retryer = tenacity.Retrying(
-        retry=tenacity.retry_if_exception(errors.is_retryable),
-        wait=tenacity.wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
-        stop=tenacity.stop_after_attempt(3),
-        reraise=True,
-    )
-    return retryer(fn, *args)
+        return PostFilterResult(
+            SUCCESS,
+            nominated_node_name=best.node,
+            victims=tuple(best.victims.pods),
+            cleared_nominations=to_clear,
+            num_pdb_violations=best.victims.num_pdb_violations,
+        )
 
 
 def _unschedulable(message: str) -> PostFilterResult:
@@ -328,7 +211,6 @@ __all__ = [
     "SPEC",
     "DefaultPreemption",
     "DefaultPreemptionArgs",
-    "PreemptionOutcome",
     "eligibility",
     "failure_message",
     "parse_args",

@@ -73,6 +73,8 @@ class _State:
     claims: list[dra.ResourceClaim] = field(default_factory=list)
     to_allocate: list[int] = field(default_factory=list)
     """Indices in ``claims`` of the claims this pod's scheduling must allocate."""
+    allocating: list[dra.ResourceClaim] = field(default_factory=list)
+    """Those claims themselves (built once in PreFilter, not once per node in Filter)."""
     in_use: frozenset[dra.DeviceID] = frozenset()
     by_node: dict[str, list[dra.Allocation]] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
@@ -225,6 +227,7 @@ class DynamicResources:
             if err:
                 return Status.as_error(err)
             s.to_allocate.append(i)
+        s.allocating = [claims[i] for i in s.to_allocate]
         s.in_use = store.allocated_devices() if s.to_allocate else frozenset()
         state.write(STATE_KEY, s)
         return SUCCESS
@@ -240,11 +243,9 @@ class DynamicResources:
         if not s.to_allocate:
             return SUCCESS
         store = self.store
-        cands = dra.candidates_for_node(store.slices_for(node.name), node.name, node.labels)
+        cands = store.candidates(node.name, node.labels)
         try:
-            allocs = dra.allocate(
-                [s.claims[i] for i in s.to_allocate], cands, s.in_use, store.device_class, self.cels, node.name
-            )
+            allocs = dra.allocate(s.allocating, cands, s.in_use, store.device_class, self.cels, node.name)
         except dra.AllocationError as e:
             return Status.as_error(str(e))
         if allocs is None:

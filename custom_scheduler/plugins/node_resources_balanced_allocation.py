@@ -20,7 +20,6 @@ Weights are accepted for config compatibility but must be 1: the formula does no
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -29,12 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from custom_scheduler.framework import arrays, registry
-from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, resource_allocation
-from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, ResourceSpec
+from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, SCALAR, Num, Ops, ResourceSpec
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -65,94 +63,90 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> NodeResourcesBalance
     return NodeResourcesBalancedAllocationArgs(resources)
 
 
-def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+def _balance(ops: Ops, requested: Sequence[Num], has: Sequence[Num], safe: Sequence[Num], count: Num) -> Num:
+    """:func:`balance` given, per resource, whether it is present (allocatable > 0) and a
+    non-zero allocatable to divide by, and how many are present (shared by the with-pod and
+    without-pod balances of one node)."""
+    n = len(requested)
+    fractions = [ops.minimum(ops.fdiv(req, d), 1.0) for req, d in zip(requested, safe, strict=True)]
+    std: Num = 0.0
+    if n == 2:  # two fractions exactly when both are present
+        std = ops.where(has[0] & has[1], ops.absolute((fractions[0] - fractions[1]) / 2), 0.0)
+    elif n > 2:
+        fractions = [ops.where(h, f, 0.0) for f, h in zip(fractions, has, strict=True)]
+        total: Num = 0.0
+        first: Num = 0.0
+        second: Num = 0.0
+        seen: Num = 0
+        for fraction, h in zip(fractions, has, strict=True):
+            total = total + fraction
+            first = ops.where(h & (seen == 0), fraction, first)
+            second = ops.where(h & (seen == 1), fraction, second)
+            seen = seen + h
+        safe_count = ops.where(count > 0, count, 1)
+        mean = total / safe_count
+        acc: Num = 0.0
+        for fraction, h in zip(fractions, has, strict=True):
+            acc = acc + ops.where(h, (fraction - mean) * (fraction - mean), 0.0)
+        std = ops.where(
+            count == 2,
+            ops.absolute((first - second) / 2),
+            ops.where(count > 2, ops.sqrt(acc / safe_count), 0.0),
+        )
+    return ops.trunc((1 - std) * MAX_NODE_SCORE)
+
+
+def _presence(ops: Ops, allocatable: Sequence[Num]) -> tuple[list[Num], list[Num], Num]:
+    has = [alloc > 0 for alloc in allocatable]
+    safe = [ops.where(h, alloc, 1) for h, alloc in zip(has, allocatable, strict=True)]
+    count: Num = 0
+    if len(has) > 2:
+        for h in has:
+            count = count + h
+    return has, safe, count
+
+
+def balance(ops: Ops, requested: Sequence[Num], allocatable: Sequence[Num]) -> Num:
     """A node's balance, ``int((1 − std(fractions)) × 100)``, float arithmetic in upstream's order
-    (``balancedResourceScore``)."""
-    fractions: list[float] = []
-    total = 0.0
-    for req, alloc in zip(requested, allocatable, strict=True):
-        if alloc == 0:
-            continue
-        fraction = min(float(req) / float(alloc), 1.0)
-        total += fraction
-        fractions.append(fraction)
-    std = 0.0
-    if len(fractions) == 2:
-        std = abs((fractions[0] - fractions[1]) / 2)
-    elif len(fractions) > 2:
-        mean = total / len(fractions)
-        acc = 0.0
-        for f in fractions:
-            acc = acc + (f - mean) * (f - mean)
-        std = math.sqrt(acc / len(fractions))
-    return int((1 - std) * MAX_NODE_SCORE)
+    (``balancedResourceScore``), for one node (:data:`SCALAR`) or many (:data:`VECTOR`).
+
+    Resources with allocatable 0 are left out; a fraction is ``min(req / alloc, 1)``. With exactly
+    two fractions the std is ``|f1 − f2| / 2``, with more the population std, with fewer 0. Left-out
+    resources add exact zeros to the sums, so the operations on the fractions present are upstream's.
+    """
+    return _balance(ops, requested, *_presence(ops, allocatable))
 
 
-def balanced_resource_scorer(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
-    """The score of the change in balance the pod makes (v1.37's ``balancedResourceScorer``):
-    ``requested`` includes the pod, ``allocated`` does not."""
-    with_pod = balanced_resource_score(requested, allocatable)
-    without_pod = balanced_resource_score(allocated, allocatable)
-    return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
+def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """:func:`balance` of one node (also Accelerators' balance term)."""
+    score: int = balance(SCALAR, requested, allocatable)
+    return score
 
 
 _HALF = MAX_NODE_SCORE // 2
-#: The score of a node with fewer than two resources to compare: balance 100 with and without the pod.
-_NO_CHANGE = _HALF + _HALF // 2
 
 
-def _balanced_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int) -> list[int]:
-    """:func:`balanced_resource_scorer` over (cpu, memory) for many nodes in one loop.
-
-    Same float operations in the same order, so the results are identical.
-    """
-    out = []
-    for ni in nodes:
-        node = ni.node
-        if node is None:
-            out.append(_NO_CHANGE)
-            continue
-        alloc = node.allocatable
-        a_cpu, a_mem = alloc.milli_cpu, alloc.memory
-        req = ni.requested
-        if a_cpu and a_mem:
-            f1 = min(float(req.milli_cpu + p_cpu) / float(a_cpu), 1.0)
-            f2 = min(float(req.memory + p_mem) / float(a_mem), 1.0)
-            g1 = min(float(req.milli_cpu) / float(a_cpu), 1.0)
-            g2 = min(float(req.memory) / float(a_mem), 1.0)
-            with_pod = int((1 - abs((f1 - f2) / 2)) * MAX_NODE_SCORE)
-            without_pod = int((1 - abs((g1 - g2) / 2)) * MAX_NODE_SCORE)
-            out.append(_HALF + (_HALF + with_pod - without_pod) // 2)
-        else:
-            out.append(_NO_CHANGE)
-    return out
-
-
-def _vector_balanced(arrays_: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int, p_mem: int) -> npt.NDArray[np.int64]:
-    """:func:`_balanced_cpu_mem` over snapshot columns: the same float operations, element-wise."""
-    a_cpu = arrays_.col("alloc_cpu")[idx]
-    a_mem = arrays_.col("alloc_mem")[idx]
-    both = (a_cpu > 0) & (a_mem > 0)
-    d_cpu = np.where(a_cpu > 0, a_cpu, 1)
-    d_mem = np.where(a_mem > 0, a_mem, 1)
-    r_cpu = arrays_.col("req_cpu")[idx]
-    r_mem = arrays_.col("req_mem")[idx]
-    f1 = np.minimum((r_cpu + p_cpu) / d_cpu, 1.0)
-    f2 = np.minimum((r_mem + p_mem) / d_mem, 1.0)
-    g1 = np.minimum(r_cpu / d_cpu, 1.0)
-    g2 = np.minimum(r_mem / d_mem, 1.0)
-    with_pod = ((1 - np.abs((f1 - f2) / 2)) * MAX_NODE_SCORE).astype(np.int64)
-    without_pod = ((1 - np.abs((g1 - g2) / 2)) * MAX_NODE_SCORE).astype(np.int64)
-    score = _HALF + (_HALF + with_pod - without_pod) // 2
-    out: npt.NDArray[np.int64] = np.where(both, score, _NO_CHANGE).astype(np.int64, copy=False)
-    return out
+def balanced_resource_scorer(
+    ops: Ops, requested: Sequence[Num], allocated: Sequence[Num], allocatable: Sequence[Num]
+) -> Num:
+    """The score of the change in balance the pod makes (v1.37's ``balancedResourceScorer``):
+    ``requested`` includes the pod, ``allocated`` does not. A node with fewer than two resources to
+    compare has balance 100 with and without the pod, so it scores 75."""
+    presence = _presence(ops, allocatable)
+    with_pod = _balance(ops, requested, *presence)
+    without_pod = _balance(ops, allocated, *presence)
+    return _HALF + (_HALF + with_pod - without_pod) // 2
 
 
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
 
 
 class NodeResourcesBalancedAllocation:
-    """PreScore/Score: favour even utilisation across the configured resources."""
+    """PreScore/Score: favour even utilisation across the configured resources.
+
+    :meth:`score_batch` (the declared batch fast path) evaluates the same formula element-wise on
+    the snapshot's columns; :meth:`score` reads one NodeInfo and is what it must equal.
+    """
 
     name: ClassVar[str] = NAME
 
@@ -160,9 +154,8 @@ class NodeResourcesBalancedAllocation:
         self._handle = handle
         self.args = args or NodeResourcesBalancedAllocationArgs()
         self._scorer = resource_allocation.ResourceAllocationScorer(
-            self.args.resources, balanced_resource_score, use_requested=True
+            self.args.resources, balanced_resource_scorer, use_requested=True
         )
-        self._cpu_mem = tuple(r.name for r in self.args.resources) == ("cpu", "memory")
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         pod_requests = self._scorer.pod_requests(pod)
@@ -171,27 +164,28 @@ class NodeResourcesBalancedAllocation:
         state.write(PRE_SCORE_KEY, pod_requests)
         return SUCCESS
 
-    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
-        pod_requests = state.get(PRE_SCORE_KEY)
-        if pod_requests is None:  # PreScore disabled in the profile: compute here, as upstream does.
-            pod_requests = self._scorer.pod_requests(pod)
-            if not any(pod_requests):
-                return 0
-        return balanced_resource_scorer(*self._scorer.vectors(node_info, pod_requests))
-
-    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int] | npt.NDArray[np.int64]:
-        """:meth:`score` for every node at once (the runtime prefers this when present)."""
+    def _pod_requests(self, state: CycleState, pod: Pod) -> tuple[int, ...] | None:
+        """PreScore's requests; without PreScore (disabled in the profile) computed here, as
+        upstream does, and None for a best-effort pod (it scores 0 then)."""
         pod_requests = state.get(PRE_SCORE_KEY)
         if pod_requests is None:
             pod_requests = self._scorer.pod_requests(pod)
             if not any(pod_requests):
-                return [0] * len(nodes)
-        if self._cpu_mem:
-            rows = arrays.rows_of(self._handle, nodes, state)
-            if rows is not None:
-                return _vector_balanced(rows[0], rows[1], pod_requests[0], pod_requests[1])
-            return _balanced_cpu_mem(nodes, pod_requests[0], pod_requests[1])
-        return [balanced_resource_scorer(*self._scorer.vectors(ni, pod_requests)) for ni in nodes]
+                return None
+        return pod_requests
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        pod_requests = self._pod_requests(state, pod)
+        return 0 if pod_requests is None else self._scorer.score(node_info, pod_requests)
+
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int] | npt.NDArray[np.int64]:
+        """:meth:`score` for every node: element-wise on the columns for snapshot rows."""
+        pod_requests = self._pod_requests(state, pod)
+        if pod_requests is None:
+            return [0] * len(nodes)
+        if isinstance(nodes, arrays.NodeRows):
+            return self._scorer.score_rows(nodes.cols, nodes.rows, pod_requests)
+        return [self._scorer.score(ni, pod_requests) for ni in nodes]
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeResourcesBalancedAllocation, parse_args=parse_args)

@@ -20,6 +20,9 @@ are built. No normalisation step: the scores are already 0–100.
 
 PreFilter reduces the pod to the few integers the Filter compares (and the reason strings it may
 emit), PreScore to the request vector the Score needs, so the per-node work stays a few comparisons.
+On the daemon's path the same checks run on the snapshot's columns (``filter_mask``, ``score_batch``);
+the per-node Filter reads only the NodeInfo, and each score formula is written once for both
+(see :mod:`.resource_allocation`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState
 from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, helpers, resource_allocation
 from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
-from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, ResourceSpec
+from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, Num, Ops, ResourceSpec
 
 NAME = "NodeResourcesFit"
 
@@ -219,48 +222,52 @@ def fits(pod: Pod, node_info: NodeInfo) -> list[str]:
 # --- score ---------------------------------------------------------------------------------------
 
 
-def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocation.VectorScorer:
+def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocation.Formula:
     """``Σ w·(alloc − req)·100/alloc / Σ w``; a resource requested beyond capacity scores 0."""
     weights = tuple(r.weight for r in resources)
 
-    def score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
-        total = weight_sum = 0
+    def score(ops: Ops, requested: Sequence[Num], allocated: Sequence[Num], allocatable: Sequence[Num]) -> Num:
+        total: Num = 0
+        weight_sum: Num = 0
         for req, alloc, w in zip(requested, allocatable, weights, strict=True):
-            if alloc == 0:
-                continue
-            s = 0 if req > alloc else (alloc - req) * MAX_NODE_SCORE // alloc
-            total += s * w
-            weight_sum += w
-        return total // weight_sum if weight_sum else 0
+            has = alloc > 0
+            s = ops.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // ops.where(has, alloc, 1))
+            total = total + s * w  # s is 0 where alloc is 0: requests are never negative
+            weight_sum = weight_sum + ops.where(has, w, 0)
+        return ops.where(weight_sum > 0, total // ops.where(weight_sum > 0, weight_sum, 1), 0)
 
     return score
 
 
-def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocation.VectorScorer:
+def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocation.Formula:
     """``Σ w·min(req, alloc)·100/alloc / Σ w``."""
     weights = tuple(r.weight for r in resources)
 
-    def score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
-        total = weight_sum = 0
+    def score(ops: Ops, requested: Sequence[Num], allocated: Sequence[Num], allocatable: Sequence[Num]) -> Num:
+        total: Num = 0
+        weight_sum: Num = 0
         for req, alloc, w in zip(requested, allocatable, weights, strict=True):
-            if alloc == 0:
-                continue
-            total += min(req, alloc) * MAX_NODE_SCORE // alloc * w
-            weight_sum += w
-        return total // weight_sum if weight_sum else 0
+            has = alloc > 0
+            s = ops.minimum(req, alloc) * MAX_NODE_SCORE // ops.where(has, alloc, 1)
+            total = total + s * w  # s is 0 where alloc is 0: requests are never negative
+            weight_sum = weight_sum + ops.where(has, w, 0)
+        return ops.where(weight_sum > 0, total // ops.where(weight_sum > 0, weight_sum, 1), 0)
 
     return score
 
 
 def requested_to_capacity_ratio_scorer(
     resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint]
-) -> resource_allocation.VectorScorer:
-    """Piecewise-linear in utilisation; only resources scoring > 0 count in the weighted mean (upstream quirk)."""
+) -> resource_allocation.Formula:
+    """Piecewise-linear in utilisation; only resources scoring > 0 count in the weighted mean (upstream quirk).
+
+    Scalar only (:data:`~.resource_allocation.SCALAR`): the shape is evaluated by
+    :func:`helpers.broken_linear`, per node."""
     weights = tuple(r.weight for r in resources)
     scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
     points = tuple((p.utilization, p.score * scale) for p in shape)
 
-    def score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    def score(ops: Ops, requested: Sequence[Num], allocated: Sequence[Num], allocatable: Sequence[Num]) -> Num:
         total = weight_sum = 0
         for req, alloc, w in zip(requested, allocatable, weights, strict=True):
             if alloc == 0:
@@ -276,102 +283,58 @@ def requested_to_capacity_ratio_scorer(
 
 
 def build_scorer(strategy: ScoringStrategy) -> resource_allocation.ResourceAllocationScorer:
+    vectorised = True
     if strategy.type == LEAST_ALLOCATED:
         fn = least_allocated_scorer(strategy.resources)
     elif strategy.type == MOST_ALLOCATED:
         fn = most_allocated_scorer(strategy.resources)
     elif strategy.type == REQUESTED_TO_CAPACITY_RATIO and strategy.requested_to_capacity_ratio is not None:
         fn = requested_to_capacity_ratio_scorer(strategy.resources, strategy.requested_to_capacity_ratio.shape)
+        vectorised = False
     else:
         raise ValueError(f"scoring strategy {strategy.type!r} is not supported")
-    return resource_allocation.ResourceAllocationScorer(strategy.resources, fn, use_requested=False)
+    return resource_allocation.ResourceAllocationScorer(
+        strategy.resources, fn, use_requested=False, vectorised=vectorised
+    )
 
 
-def _least_allocated_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int) -> list[int]:
-    """LeastAllocated over (cpu, memory) for many nodes in one loop: the default profile's hot path.
+def fits_mask(s: PreFilterState, cols: NodeArrays) -> arrays.Mask:
+    """Per row of ``cols``: whether :func:`insufficient_resources` finds nothing on that node.
 
-    Same integer arithmetic as :func:`least_allocated_scorer` (a resource with allocatable 0 is
-    left out with its weight), without building per-node vectors.
-    """
-    out = []
-    for ni in nodes:
-        node = ni.node
-        if node is None:
-            out.append(0)
-            continue
-        alloc = node.allocatable
-        a_cpu, a_mem = alloc.milli_cpu, alloc.memory
-        total = wsum = 0
-        if a_cpu:
-            r = ni.non_zero_milli_cpu + p_cpu
-            if r <= a_cpu:
-                total += (a_cpu - r) * MAX_NODE_SCORE // a_cpu * w_cpu
-            wsum += w_cpu
-        if a_mem:
-            r = ni.non_zero_memory + p_mem
-            if r <= a_mem:
-                total += (a_mem - r) * MAX_NODE_SCORE // a_mem * w_mem
-            wsum += w_mem
-        out.append(total // wsum if wsum else 0)
-    return out
-
-
-def _most_allocated_cpu_mem(nodes: Sequence[NodeInfo], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int) -> list[int]:
-    """MostAllocated over (cpu, memory) for many nodes; same arithmetic as :func:`most_allocated_scorer`."""
-    out = []
-    for ni in nodes:
-        node = ni.node
-        if node is None:
-            out.append(0)
-            continue
-        alloc = node.allocatable
-        a_cpu, a_mem = alloc.milli_cpu, alloc.memory
-        total = wsum = 0
-        if a_cpu:
-            total += min(ni.non_zero_milli_cpu + p_cpu, a_cpu) * MAX_NODE_SCORE // a_cpu * w_cpu
-            wsum += w_cpu
-        if a_mem:
-            total += min(ni.non_zero_memory + p_mem, a_mem) * MAX_NODE_SCORE // a_mem * w_mem
-            wsum += w_mem
-        out.append(total // wsum if wsum else 0)
-    return out
-
-
-def _vector_cpu_mem(
-    arrays: NodeArrays, idx: npt.NDArray[np.intp], p_cpu: int, p_mem: int, w_cpu: int, w_mem: int, *, most: bool
-) -> npt.NDArray[np.int64]:
-    """:func:`_least_allocated_cpu_mem` / :func:`_most_allocated_cpu_mem` over snapshot columns:
-    the same integer formulas (floor division of non-negative values), element-wise."""
-    total = np.zeros(len(idx), dtype=np.int64)
-    wsum = np.zeros(len(idx), dtype=np.int64)
-    for col_alloc, col_used, p, w in (("alloc_cpu", "nz_cpu", p_cpu, w_cpu), ("alloc_mem", "nz_mem", p_mem, w_mem)):
-        a = arrays.col(col_alloc)[idx]
-        r = arrays.col(col_used)[idx] + p
-        has = a > 0
-        safe = np.where(has, a, 1)
-        if most:
-            term = np.minimum(r, a) * MAX_NODE_SCORE // safe
-            total += np.where(has, term * w, 0)
-        else:
-            term = (a - r) * MAX_NODE_SCORE // safe
-            total += np.where(has & (r <= a), term * w, 0)
-        wsum += np.where(has, w, 0)
-    out = np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
-    scores: npt.NDArray[np.int64] = out
-    return scores
+    The same comparisons as the scalar check, on the columns (the property tests hold the two
+    equal); a scalar resource no node has or uses leaves 0 − 0 on every node."""
+    ok: arrays.Mask = cols.col("pod_count") + 1 <= cols.col("allowed_pods")
+    if s.requests_nothing:
+        return ok
+    for want, alloc, used in (
+        (s.milli_cpu, "alloc_cpu", "req_cpu"),
+        (s.memory, "alloc_mem", "req_mem"),
+        (s.ephemeral_storage, "alloc_eph", "req_eph"),
+    ):
+        if want > 0:
+            ok &= want <= cols.col(alloc) - cols.col(used)
+    for name, qty, _ in s.scalars:
+        have = cols.scalar_alloc.get(name)
+        if have is not None:
+            ok &= qty <= have - cols.scalar_req[name]
+        elif qty > 0:
+            ok &= False
+    return ok
 
 
 # --- plugin --------------------------------------------------------------------------------------
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
 PRE_SCORE_KEY: StateKey[tuple[int, ...]] = StateKey(f"PreScore{NAME}")
-#: (snapshot node list, positions, per-row "fits" mask) computed once per pod
-#: from the snapshot columns.
-FAST_FILTER_KEY: StateKey[tuple[list[NodeInfo], dict[str, int], arrays.Mask]] = StateKey(f"FastFilter{NAME}")
 
 
 class NodeResourcesFit:
-    """PreFilter/Filter on resource fit; PreScore/Score by the configured strategy."""
+    """PreFilter/Filter on resource fit; PreScore/Score by the configured strategy.
+
+    Fast paths (declared in :mod:`custom_scheduler.framework.interface`): :meth:`filter_mask`
+    judges every snapshot row from the columns, :meth:`score_batch` scores rows element-wise;
+    :meth:`filter` and :meth:`score` stay per node and are what the fast paths must equal.
+    """
 
     name: ClassVar[str] = NAME
 
@@ -381,49 +344,14 @@ class NodeResourcesFit:
         self._ignored = frozenset(self.args.ignored_resources)
         self._ignored_groups = frozenset(self.args.ignored_resource_groups)
         self._scorer = build_scorer(self.args.scoring_strategy)
-        strategy = self.args.scoring_strategy
-        names = tuple(r.name for r in strategy.resources)
-        self._batch = None
-        if names == ("cpu", "memory"):
-            if strategy.type == LEAST_ALLOCATED:
-                self._batch = _least_allocated_cpu_mem
-            elif strategy.type == MOST_ALLOCATED:
-                self._batch = _most_allocated_cpu_mem
-        self._weights = tuple(r.weight for r in strategy.resources)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         s = compute_pre_filter_state(pod, ignored_resources=self._ignored, ignored_groups=self._ignored_groups)
         state.write(PRE_FILTER_KEY, s)
-        snap = arrays.snapshot_of(self._handle)
-        if snap is not None:
-            # Which snapshot nodes surely fit, for all nodes in a few array operations; Filter
-            # then only computes reasons for the others (and for nodes that are modified copies).
-            a: NodeArrays = snap.arrays
-            ok = a.col("pod_count") + 1 <= a.col("allowed_pods")
-            if not s.requests_nothing:
-                for want, alloc, used in (
-                    (s.milli_cpu, "alloc_cpu", "req_cpu"),
-                    (s.memory, "alloc_mem", "req_mem"),
-                    (s.ephemeral_storage, "alloc_eph", "req_eph"),
-                ):
-                    if want > 0:
-                        ok &= want <= a.col(alloc) - a.col(used)
-                for name, qty, _ in s.scalars:
-                    have = a.scalar_alloc.get(name)
-                    if have is not None:
-                        ok &= qty <= have - a.scalar_req[name]
-                    elif qty > 0:  # no node has or uses it: 0 - 0 left everywhere
-                        ok &= False
-            state.write(FAST_FILTER_KEY, (snap.node_list, snap.positions, ok))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
-        fast = state.get(FAST_FILTER_KEY)
-        if fast is not None:
-            node_list, positions, ok = fast
-            i = positions.get(node_info.name)
-            if i is not None and ok[i] and node_list[i] is node_info:
-                return SUCCESS
+        """The node's own fields against PreFilter's request: every shortfall is a reason."""
         s = state.read(PRE_FILTER_KEY)
         reasons = insufficient_resources(s, node_info)
         if not reasons:
@@ -433,35 +361,31 @@ class NodeResourcesFit:
         return Status.unschedulable(*reasons)
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
-        """:meth:`filter` for every snapshot node at once, from PreFilter's columns (None when
-        there is no snapshot with columns)."""
-        fast = state.get(FAST_FILTER_KEY)
-        if fast is None or fast[0] is not snap.node_list:
+        """:meth:`filter`'s verdict for every snapshot row at once (:func:`fits_mask`)."""
+        cols: NodeArrays | None = snap.arrays
+        if cols is None:
             return None
-        return fast[2]
+        return fits_mask(state.read(PRE_FILTER_KEY), cols)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, self._scorer.pod_requests(pod))
         return SUCCESS
 
-    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+    def _pod_requests(self, state: CycleState, pod: Pod) -> tuple[int, ...]:
         pod_requests = state.get(PRE_SCORE_KEY)
         if pod_requests is None:  # PreScore disabled in the profile: compute here, as upstream does.
             pod_requests = self._scorer.pod_requests(pod)
-        return self._scorer.score(node_info, pod_requests)
+        return pod_requests
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        return self._scorer.score(node_info, self._pod_requests(state, pod))
 
     def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int] | npt.NDArray[np.int64]:
-        """:meth:`score` for every node at once (the runtime prefers this when present)."""
-        pod_requests = state.get(PRE_SCORE_KEY)
-        if pod_requests is None:
-            pod_requests = self._scorer.pod_requests(pod)
-        if self._batch is None:
-            return [self._scorer.score(ni, pod_requests) for ni in nodes]
-        rows = arrays.rows_of(self._handle, nodes, state)
-        if rows is not None:
-            most = self._batch is _most_allocated_cpu_mem
-            return _vector_cpu_mem(rows[0], rows[1], pod_requests[0], pod_requests[1], *self._weights, most=most)
-        return self._batch(nodes, pod_requests[0], pod_requests[1], self._weights[0], self._weights[1])
+        """:meth:`score` for every node: element-wise on the columns for snapshot rows."""
+        pod_requests = self._pod_requests(state, pod)
+        if isinstance(nodes, arrays.NodeRows) and self._scorer.vectorised:
+            return self._scorer.score_rows(nodes.cols, nodes.rows, pod_requests)
+        return [self._scorer.score(ni, pod_requests) for ni in nodes]
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeResourcesFit, parse_args=parse_args)

@@ -15,14 +15,28 @@ filled differs, mirroring kube-scheduler's ``resourceAllocationScorer``:
 The pod's side is computed once per pod (PreScore) as a tuple aligned with the resource list; the
 per-node work is a handful of integer reads. This module also holds the resource-name predicates
 (extended, scalar) that NodeResourcesFit's filter needs.
+
+**One definition per formula.** Each scoring formula (LeastAllocated, MostAllocated,
+RequestedToCapacityRatio, BalancedAllocation) is written once, as a :data:`Formula` over an
+:class:`Ops` namespace: with :data:`SCALAR` its operands are one node's Python ints (the per-node
+``score``, which reads the NodeInfo), with :data:`VECTOR` they are int64 columns of many nodes (the
+batch path over the snapshot's columns, see :meth:`ResourceAllocationScorer.score_rows`). Both
+evaluate the same integer and IEEE float operations in the same order, so the results are the same
+bit for bit; the property tests compare the two input paths (NodeInfo fields against columns) for
+random clusters, and upstream's table cases pin the formulas themselves.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.types import NodeInfo
 from custom_scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from custom_scheduler.plugins import args_reader
@@ -65,8 +79,61 @@ def is_scalar_resource_name(name: str) -> bool:
     )
 
 
-#: ``(requested, allocatable) -> score`` over the aligned vectors; entries with allocatable 0 are unset.
-VectorScorer = Callable[[Sequence[int], Sequence[int]], int]
+Num = Any
+"""An operand of a :data:`Formula`: a Python int/float/bool (one node) or a numpy array (many)."""
+
+
+class Ops:
+    """The operations a :data:`Formula` may use besides ``+ - * // / < <= > == &``, which Python
+    numbers and numpy arrays share. :data:`SCALAR` is plain Python on one node's numbers;
+    :data:`VECTOR` is numpy element-wise. Each pair is the same operation: ``where`` picks (both
+    arms are evaluated, so guard divisions with a safe denominator), ``minimum``/``absolute``/
+    ``sqrt`` are exact in both, ``fdiv`` is ``float(a) / float(b)`` (Go's
+    ``float64(a)/float64(b)``), ``trunc`` is Go's ``int64(x)`` (toward zero)."""
+
+    __slots__ = ("absolute", "fdiv", "minimum", "sqrt", "trunc", "where")
+
+    def __init__(
+        self,
+        *,
+        where: Callable[[Num, Num, Num], Num],
+        minimum: Callable[[Num, Num], Num],
+        absolute: Callable[[Num], Num],
+        sqrt: Callable[[Num], Num],
+        fdiv: Callable[[Num, Num], Num],
+        trunc: Callable[[Num], Num],
+    ) -> None:
+        self.where = where
+        self.minimum = minimum
+        self.absolute = absolute
+        self.sqrt = sqrt
+        self.fdiv = fdiv
+        self.trunc = trunc
+
+
+def _scalar_where(cond: Num, a: Num, b: Num) -> Num:
+    return a if cond else b
+
+
+def _scalar_fdiv(a: Num, b: Num) -> Num:
+    return float(a) / float(b)
+
+
+def _vector_fdiv(a: Num, b: Num) -> Num:
+    return np.true_divide(a, b)  # int64 operands are converted to float64 first, as float(a)/float(b)
+
+
+def _vector_trunc(x: Num) -> Num:
+    return np.asarray(x).astype(np.int64)
+
+
+SCALAR = Ops(where=_scalar_where, minimum=min, absolute=abs, sqrt=math.sqrt, fdiv=_scalar_fdiv, trunc=int)
+VECTOR = Ops(where=np.where, minimum=np.minimum, absolute=np.abs, sqrt=np.sqrt, fdiv=_vector_fdiv, trunc=_vector_trunc)
+
+#: ``(ops, requested, allocated, allocatable) -> score``: one node's or many nodes' score from the
+#: per-resource vectors (with the pod, without it, allocatable). Entries whose allocatable is 0 are
+#: left out and must not change the result, whatever their other two values.
+Formula = Callable[[Ops, Sequence[Num], Sequence[Num], Sequence[Num]], Num]
 
 _CPU, _MEMORY, _EPHEMERAL, _SCALAR, _ABSENT = range(5)
 
@@ -84,14 +151,19 @@ def _kind(name: str) -> int:
 
 
 class ResourceAllocationScorer:
-    """Fills the (requested, allocatable) vectors for one node and applies a :data:`VectorScorer`."""
+    """Fills the (requested, allocated, allocatable) vectors, from one NodeInfo or from the
+    snapshot's columns, and applies a :data:`Formula` to them."""
 
-    __slots__ = ("_kinds", "_scorer", "resources", "use_requested")
+    __slots__ = ("_formula", "_kinds", "resources", "use_requested", "vectorised")
 
-    def __init__(self, resources: Sequence[ResourceSpec], scorer: VectorScorer, *, use_requested: bool) -> None:
+    def __init__(
+        self, resources: Sequence[ResourceSpec], formula: Formula, *, use_requested: bool, vectorised: bool = True
+    ) -> None:
         self.resources = tuple(resources)
         self.use_requested = use_requested
-        self._scorer = scorer
+        self.vectorised = vectorised
+        """Whether ``formula`` works with :data:`VECTOR` (RequestedToCapacityRatio's shape does not)."""
+        self._formula = formula
         self._kinds = tuple(_kind(r.name) for r in self.resources)
 
     def pod_requests(self, pod: Pod) -> tuple[int, ...]:
@@ -112,8 +184,21 @@ class ResourceAllocationScorer:
         return tuple(out)
 
     def score(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> int:
-        requested, _, allocatable = self.vectors(node_info, pod_requests)
-        return self._scorer(requested, allocatable)
+        """The formula on one node, from its NodeInfo (the per-node ``score``)."""
+        score: int = self._formula(SCALAR, *self.vectors(node_info, pod_requests))
+        return score
+
+    def score_rows(
+        self, cols: NodeArrays, rows: npt.NDArray[np.intp], pod_requests: Sequence[int]
+    ) -> npt.NDArray[np.int64]:
+        """The formula on the nodes at ``rows`` of ``cols``, element-wise (the batch path); only for
+        a :attr:`vectorised` formula."""
+        scores: npt.NDArray[np.int64] = np.asarray(
+            self._formula(VECTOR, *self.columns(cols, rows, pod_requests)), dtype=np.int64
+        )
+        if scores.shape != rows.shape:  # every resource left out: the formula gave one constant
+            scores = np.full(rows.shape, scores, dtype=np.int64)
+        return scores
 
     def vectors(self, node_info: NodeInfo, pod_requests: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
         """(requested with the pod, allocated without it, allocatable), upstream's
@@ -150,6 +235,35 @@ class ResourceAllocationScorer:
             allocatable[i] = alloc
             allocated[i] = used
             requested[i] = used + pod_req
+        return requested, allocated, allocatable
+
+    def columns(
+        self, cols: NodeArrays, rows: npt.NDArray[np.intp], pod_requests: Sequence[int]
+    ) -> tuple[list[Num], list[Num], list[Num]]:
+        """:meth:`vectors` for the nodes at ``rows`` of the snapshot's columns, one int64 array per
+        resource (allocatable a plain 0 for a resource left out on every node). Rows whose allocatable
+        is 0 keep their requests: formulas ignore such entries."""
+        requested: list[Num] = []
+        allocated: list[Num] = []
+        allocatable: list[Num] = []
+        for r, kind, pod_req in zip(self.resources, self._kinds, pod_requests, strict=True):
+            alloc: Num = 0
+            used: Num = 0
+            if kind == _CPU:
+                alloc = cols.col("alloc_cpu")[rows]
+                used = cols.col("req_cpu" if self.use_requested else "nz_cpu")[rows]
+            elif kind == _MEMORY:
+                alloc = cols.col("alloc_mem")[rows]
+                used = cols.col("req_mem" if self.use_requested else "nz_mem")[rows]
+            elif kind == _EPHEMERAL:
+                alloc = cols.col("alloc_eph")[rows]
+                used = cols.col("req_eph")[rows]
+            elif kind == _SCALAR and pod_req != 0 and r.name in cols.scalar_alloc:
+                alloc = cols.scalar_alloc[r.name][rows]
+                used = cols.scalar_req[r.name][rows]
+            allocatable.append(alloc)
+            allocated.append(used)
+            requested.append(used + pod_req)
         return requested, allocated, allocatable
 
 

@@ -43,13 +43,15 @@ import os
 import random
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from custom_scheduler.app import build_frameworks
 from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
+from custom_scheduler.core.cycle import run_post_filter
 from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.interface import PostFilterResult
 from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
 from custom_scheduler.model import Pod, pod_from_json
@@ -253,15 +255,14 @@ def offline_frameworks(
     registry: Any,
     state: ClusterState,
     snap: Snapshot,
-    nominated: Mapping[str, list[Pod]],
-    seed: int | None,
+    nominated: Callable[[str], Sequence[Pod]],
 ) -> dict[str, Framework]:
     """The daemon's frameworks (:func:`build_frameworks`) without an API client, reading ``snap``,
-    the state's namespaces, PDBs and workload selectors, and ``nominated`` (node -> pods, updated by
-    the caller).
+    the state's namespaces, PDBs and workload selectors, and ``nominated`` (node -> pods nominated
+    there, the nominator's view).
 
-    Without a client, plugins cannot write: DefaultPreemption only plans. Plugins that keep a
-    ``random.Random`` as ``rng`` (preemption's candidate offset) are seeded from ``seed``.
+    Without a client no plugin can write; PostFilter only decides anyway (its victims are in its
+    result, which the caller reports or carries out in memory).
     """
     fwks = build_frameworks(
         cfg.profiles,
@@ -274,36 +275,18 @@ def offline_frameworks(
         dra=state.dra_store(),
     )
     pdbs = state.pdb_lister()
-    for i, f in enumerate(fwks.values()):
+    for f in fwks.values():
         if isinstance(f.handle, SnapshotHandle):
-            f.handle.nominated_lister = lambda node: list(nominated.get(node, ()))
+            f.handle.nominated_lister = nominated
             f.handle.pdb_lister = pdbs
-        for p in f.post_filter:
-            if isinstance(getattr(p, "rng", None), random.Random):
-                setattr(p, "rng", random.Random(None if seed is None else seed + 7919 * (i + 1)))  # noqa: B010
     return fwks
 
 
-def run_post_filter(fwk: Framework, state: CycleState, pod: Pod, fit: FitError) -> PreemptionPlan | None:
-    """PostFilter after a FitError, as the daemon runs it: its message is appended to ``fit``; a
-    nominated node comes back as a plan (victims read from the plugin's ``last_outcome``)."""
-    if not fwk.post_filter:
+def preemption_plan(post: PostFilterResult | None) -> PreemptionPlan | None:
+    """What PostFilter decided, for the report: the node and its victims, or None."""
+    if post is None or not (post.status.is_success and post.nominated_node_name):
         return None
-    for p in fwk.post_filter:
-        if hasattr(p, "last_outcome"):
-            setattr(p, "last_outcome", None)  # noqa: B010
-    post = fwk.run_post_filter(state, pod, fit.statuses)
-    if post.message:
-        fit.post_filter_msg = post.message
-    if not (post.status.is_success and post.nominated_node_name):
-        return None
-    plan = PreemptionPlan(post.nominated_node_name)
-    for p in fwk.post_filter:
-        outcome = getattr(p, "last_outcome", None)
-        if outcome is not None and getattr(outcome, "node", None) == plan.node:
-            plan.victims = list(getattr(getattr(outcome, "victims", None), "pods", ()) or ())
-            plan.cleared_nominations = list(getattr(outcome, "cleared_nominations", ()) or ())
-    return plan
+    return PreemptionPlan(post.nominated_node_name, list(post.victims), list(post.cleared_nominations))
 
 
 def explain_pod(
@@ -335,7 +318,7 @@ def explain_pod(
     cache = build_cache(state, exclude=(pod.uid, pod.key))
     snap = Snapshot()
     nominated: dict[str, list[Pod]] = {}
-    fwks = offline_frameworks(cfg, registry, state, snap, nominated, seed)
+    fwks = offline_frameworks(cfg, registry, state, snap, lambda node: list(nominated.get(node, ())))
     fwk, note = choose_profile(fwks, pod, profile)
     nominated.update(nominated_pods(state, fwks, exclude=pod.uid))
     cache.update_snapshot(snap)
@@ -357,11 +340,9 @@ def explain_pod(
         ex.gate = Gate(pre.plugin, code_name(pre.code), pre.message)
         ex.message = pre.message
         return ex
-    algo = Algorithm(
-        rng=random.Random(seed),
-        percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
-    )
-    cs = CycleState()
+    rng = random.Random(seed)
+    algo = Algorithm(rng=rng, percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score)
+    cs = CycleState(rng)
     result: ScheduleResult | None = None
     statuses: dict[str, Status] = {}
     prefilter_rejected = False
@@ -371,7 +352,7 @@ def explain_pod(
     except FitError as fe:
         statuses = fe.statuses
         prefilter_rejected = bool(fe.pre_filter_msg)
-        ex.preemption = run_post_filter(fwk, cs, pod, fe)
+        ex.preemption = preemption_plan(run_post_filter(fwk, cs, pod, fe))
         ex.message = str(fe)
     except (FrameworkError, RuntimeError) as e:
         ex.error = str(e)

@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import functools
-import heapq
 import json
 import random
 import sys
@@ -45,12 +43,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
-from custom_scheduler.framework.runtime import Framework, FrameworkError
-from custom_scheduler.framework.types import CycleState, FitError, NodeInfo, Snapshot
+from custom_scheduler.core.binding import Executor
+from custom_scheduler.core.cycle import Decision
+from custom_scheduler.core.ports import RecordingEvents
+from custom_scheduler.core.scheduler import Scheduler
+from custom_scheduler.framework.preemption import MemoryEvictor
+from custom_scheduler.framework.runtime import Framework
+from custom_scheduler.framework.types import NodeInfo, Snapshot
 from custom_scheduler.model import Pod
 from custom_scheduler.tools import render
-from custom_scheduler.tools.explain import choose_profile, offline_frameworks, run_post_filter
+from custom_scheduler.tools.explain import choose_profile, offline_frameworks
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
     ClusterState,
@@ -220,6 +224,19 @@ def _pending(doc: Mapping[str, Any], index: int, priority_classes: Sequence[Mapp
     return to_pod(d, default_uid=f"simulate:{index}:{pod_key(d)}")
 
 
+class _VirtualClock:
+    """The offline queue's time: it only moves when the driver skips to the next backoff expiry."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, to: float) -> None:
+        self.now = max(self.now, to)
+
+
 def simulate(
     state: ClusterState,
     pod_docs: Sequence[Mapping[str, Any]],
@@ -252,140 +269,118 @@ def simulate(
             + "; remove it from the snapshot or from the pods file"
         )
 
+    # The daemon's Scheduler with offline ports: a virtual clock for the queue's backoffs,
+    # decisions confirmed at once (as the watch would confirm a bind), victims removed from the
+    # cache at once, events recorded in memory.
     cache = build_cache(state)
-    snap = Snapshot()
-    nominator: dict[str, list[Pod]] = {}  # node -> pods nominated there by preemption
-    fwks = offline_frameworks(cfg, registry, state, snap, nominator, seed)
-    algo = Algorithm(rng=random.Random(seed), percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score)
-    cache.update_snapshot(snap)
-    before = usage(snap)
+    clock = _VirtualClock()
+    events = RecordingEvents()
+    outcomes: dict[str, Outcome] = {}
+    preempted: list[Preemption] = []
+    placed = 0
+    sort_holder: list[Framework] = []
+    queue = q.SchedulingQueue(
+        lambda a, b: sort_holder[0].queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
+        initial_backoff=float(cfg.pod_initial_backoff_seconds),
+        max_backoff=float(cfg.pod_max_backoff_seconds),
+        clock=clock,
+        pre_enqueue=lambda pod: sched.pre_enqueue(pod),  # noqa: PLW0108 - sched is built below
+    )
+    by_uid: dict[str, Pod] = {}
 
-    chosen: dict[str, Framework] = {}
+    def confirm(pod: Pod, node: str) -> None:
+        nonlocal placed
+        placed += 1
+        out = outcomes[pod.uid]
+        out.result, out.node, out.order, out.message = "scheduled", node, placed, ""
+        sched.on_pod_update(by_uid[pod.uid], pod)
+
+    preemptor_of: dict[str, tuple[str, str]] = {}
+
+    def victim_gone(v: Pod) -> None:
+        who, node = preemptor_of.get("current", ("", ""))
+        preempted.append(Preemption(v.key, node, who))
+        out = outcomes.get(v.uid)
+        if out is not None:
+            out.result, out.node, out.message = "preempted", node, f"preempted by {who} on {node}"
+        sched.on_pod_delete(v)
+
+    class _Evictor(MemoryEvictor):
+        def start(self, preemptor: Pod, node: str, victims: Sequence[Pod], cleared: Sequence[Pod]) -> None:
+            preemptor_of["current"] = (preemptor.key, node)
+            super().start(preemptor, node, victims, cleared)
+
+    def decided(d: Decision) -> None:
+        out = outcomes.get(d.uid)
+        if out is None:
+            return
+        out.attempts += 1
+        if d.result in ("unschedulable", "error"):
+            out.result, out.message = d.result, d.message
+            post = d.post_filter
+            if post is not None and post.status.is_success and post.nominated_node_name:
+                out.message += f" (nominated to {post.nominated_node_name} after preempting {len(post.victims)} pod(s))"
+        elif d.schedule is not None and d.schedule.scores:
+            top = max(sc.total for sc in d.schedule.scores)
+            out.score = top
+            out.ties = sorted(sc.name for sc in d.schedule.scores if sc.total == top)
+        elif d.result in ("scheduled", "waiting"):
+            out.ties = [d.node]
+
+    sched = Scheduler(
+        profiles={},
+        cache=cache,
+        queue=queue,
+        writer=events,
+        algorithm=Algorithm(percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score),
+        evictor=_Evictor(victim_gone),
+        executor=Executor(),
+        confirm=confirm,
+        rng=random.Random(seed),
+        clock=clock,
+        on_decision=decided,
+    )
+    sched.cycle.detail = True
+    fwks = offline_frameworks(cfg, registry, state, sched.snapshot, sched.nominator.pods_on)
+    sort_holder.append(next(iter(fwks.values())))
+    sched.profiles = fwks
+    cache.update_snapshot(sched.snapshot)
+    before = usage(sched.snapshot)
+
     notes: list[str] = []
+    queued: list[Pod] = []
     for p in pods:
         fwk, note = choose_profile(fwks, p, profile)
-        chosen[p.uid] = fwk
         if note and not any(n.startswith("Pods whose schedulerName") for n in notes):
             notes.append(
                 f"Pods whose schedulerName is not a profile of the configuration (e.g. {p.key}: "
                 f"{p.scheduler_name!r}) were placed with profile {fwk.profile_name!r}."
             )
+        # The pod is scheduled by the profile chosen for it, as the daemon schedules its own.
+        pod = dataclasses.replace(p, scheduler_name=fwk.profile_name) if p.scheduler_name != fwk.profile_name else p
+        outcomes[pod.uid] = Outcome(pod.key, fwk.profile_name)
+        by_uid[pod.uid] = pod
+        queued.append(pod)
     default_profile = profile or next(iter(fwks))
+    for pod in queued:
+        sched.on_pod_add(pod)
+    sched.run_until_idle(clock.advance, max_cycles=MAX_ATTEMPTS * max(1, len(pods)))
 
-    # The active queue: QueueSort order over (pod, time queued); file order stands for arrival time.
-    sort = next(iter(fwks.values())).queue_sort
-
-    @functools.total_ordering
-    class _Entry:
-        __slots__ = ("pod", "ts")
-
-        def __init__(self, pod: Pod, ts: int) -> None:
-            self.pod, self.ts = pod, ts
-
-        def __lt__(self, other: _Entry) -> bool:
-            if sort.less(self.pod, self.ts, other.pod, other.ts):
-                return True
-            if sort.less(other.pod, other.ts, self.pod, self.ts):
-                return False
-            return self.ts < other.ts
-
-        def __eq__(self, other: object) -> bool:
-            return isinstance(other, _Entry) and self.ts == other.ts
-
-        __hash__ = None  # type: ignore[assignment]
-
-    active: list[_Entry] = []
-    clock = 0
-
-    def enqueue(p: Pod) -> None:
-        nonlocal clock
-        heapq.heappush(active, _Entry(p, clock))
-        clock += 1
-
-    def unnominate(uid: str) -> None:
-        for node in list(nominator):
-            nominator[node] = [p for p in nominator[node] if p.uid != uid]
-            if not nominator[node]:
-                del nominator[node]
-
-    outcomes = {p.uid: Outcome(p.key, chosen[p.uid].profile_name) for p in pods}
-    for p in pods:
-        # PreEnqueue, as the daemon's queue runs it: a gated pod never enters the active queue.
-        pre = chosen[p.uid].run_pre_enqueue(p)
-        if pre.is_success:
-            enqueue(p)
-        else:
-            outcomes[p.uid].result, outcomes[p.uid].message = "gated", pre.message
-    waiting: dict[str, Pod] = {}  # the unschedulable queue
-    preempted: list[Preemption] = []
-    placed = 0
-    while active:
-        pod = heapq.heappop(active).pod
-        fwk = chosen[pod.uid]
+    for pod in queued:
         out = outcomes[pod.uid]
-        out.attempts += 1
-        cache.update_snapshot(snap)
-        cs = CycleState()
-        try:
-            result = algo.schedule(fwk, cs, pod, snap, nominator, detail=True)
-        except FitError as fe:
-            plan = run_post_filter(fwk, cs, pod, fe)
-            out.result, out.message = "unschedulable", str(fe)
-            if plan is None or out.attempts >= MAX_ATTEMPTS:
-                waiting[pod.uid] = pod
-                continue
-            # Preemption: the victims go (at once: no graceful termination offline), the pod is
-            # nominated to the node and retried; the deletions may help every waiting pod.
-            for v in plan.victims:
-                cache.remove_pod(v)
-                preempted.append(Preemption(v.key, plan.node, pod.key))
-                victim = outcomes.get(v.uid)
-                if victim is not None:
-                    victim.result, victim.node = "preempted", plan.node
-                    victim.message = f"preempted by {pod.key} on {plan.node}"
-            for c in plan.cleared_nominations:
-                unnominate(c.uid)
-            unnominate(pod.uid)
-            pod = dataclasses.replace(pod, nominated_node_name=plan.node)
-            nominator.setdefault(plan.node, []).append(pod)
-            out.message += f" (nominated to {plan.node} after preempting {len(plan.victims)} pod(s))"
-            for w in waiting.values():
-                enqueue(w)
-            waiting.clear()
-            enqueue(pod)
-            continue
-        except (FrameworkError, RuntimeError) as e:
-            out.result, out.message = "error", str(e)
-            continue
-        node = result.node
-        assumed = cache.assume(pod, node)
-        unnominate(pod.uid)
-        st = fwk.run_reserve(cs, assumed, node)
-        if st.is_success:
-            st = fwk.run_permit(cs, assumed, node)
-        if not st.is_success:
-            fwk.run_unreserve(cs, assumed, node)
-            cache.forget(pod.uid)
-            out.result, out.message = "error", st.message or "reserve/permit rejected the pod"
-            continue
-        placed += 1
-        top = max((s.total for s in result.scores), default=None)
-        out.result, out.node, out.order, out.message = "scheduled", node, placed, ""
-        out.score = top
-        out.ties = sorted(s.name for s in result.scores if s.total == top) if result.scores else [node]
-        # AssignedPodAdd: only pods that may have failed on pod affinity or spread can now fit.
-        for uid, w in list(waiting.items()):
-            if w.has_pod_affinity or w.topology_spread_constraints:
-                del waiting[uid]
-                enqueue(w)
-    cache.update_snapshot(snap)
+        if queue.where(pod.uid) is q.SubQueue.GATED:
+            pre = fwks[pod.scheduler_name].run_pre_enqueue(pod)
+            out.result, out.message = "gated", pre.message
+        elif out.result == "pending" and fwks[pod.scheduler_name].waiting.get(pod.uid) is not None:
+            out.result, out.message = "waiting", "waiting at Permit when the simulation ended"
+    cache.update_snapshot(sched.snapshot)
     return SimulationResult(
         cluster=state.source,
         profile=default_profile,
         seed=seed,
-        outcomes=[outcomes[p.uid] for p in pods],
+        outcomes=[outcomes[p.uid] for p in queued],
         before=before,
-        after=usage(snap),
+        after=usage(sched.snapshot),
         notes=notes,
         preempted=preempted,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,11 @@ import pytest
 from custom_scheduler import config
 from custom_scheduler.app import App
 from custom_scheduler.builtin import full_registry
+from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
+from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient
+from tests import kubectl as k
 from tests.faultproxy import FaultProxy
 
 MINIMAL_CONFIG = """
@@ -22,6 +26,15 @@ leaderElection: {leaderElect: false}
 profiles:
 - schedulerName: custom-scheduler
 """
+
+#: GangScheduling on (upstream enables it only with the GenericWorkload gate, so not by default).
+GANG_CONFIG = (
+    MINIMAL_CONFIG
+    + """  plugins:
+    multiPoint:
+      enabled: [{name: GangScheduling}]
+"""
+)
 
 
 @pytest.fixture
@@ -51,11 +64,48 @@ def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def proxied(proxy: FaultProxy, start_scheduler: Callable[..., App], tmp_path: Path) -> Callable[[], App]:
+def proxied(proxy: FaultProxy, start_scheduler: Callable[..., App], tmp_path: Path) -> Callable[..., App]:
     """Start the daemon behind the fault proxy, with a short watch read timeout."""
 
-    def start() -> App:
+    def start(**kw: Any) -> App:
         client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-        return start_scheduler(client=client, watch_read_timeout=3.0)
+        return start_scheduler(client=client, watch_read_timeout=3.0, **kw)
 
     return start
+
+
+PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
+
+
+@pytest.fixture
+def crd(kube: KubeClient) -> Iterator[Callable[[], None]]:
+    """Install manifests/optional's scheduler-plugins PodGroup CRD on demand (for real), and
+    remove it afterwards (the next test starts without it)."""
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{PODGROUP_CRD}"
+    installed: list[bool] = []
+
+    def install() -> None:
+        (doc,) = k.load_docs(k.manifest("optional/podgroups.scheduling.x-k8s.io.yaml").read_text())
+        kube.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+        installed.append(True)
+
+        def established() -> bool:
+            got = kube.get(path)
+            conds = got.get("status", {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+        cluster.wait_for(established, timeout=30, what="the CRD to be established")
+
+    yield install
+    with contextlib.suppress(errors.NotFound):
+        kube.delete(path)
+
+    def gone() -> bool:
+        try:
+            kube.get(path)
+        except errors.NotFound:
+            return True
+        return False
+
+    # Removing a CRD deletes its objects first.
+    cluster.wait_for(gone, timeout=60, what="the CRD to be removed")

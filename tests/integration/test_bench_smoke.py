@@ -1,8 +1,12 @@
-"""The benchmark harness at its smoke size (100 nodes, 500 pods), so CI keeps it working.
+"""The benchmark suite at its smoke size, so CI keeps every workload of issue #18 working.
 
-Not a timed test: it asserts that both schedulers bound every pod, that placement honoured the
-workload's constraints, and that the table carries a custom/kube ratio for every metric. The
-numbers themselves only mean something from ``python -m bench.run`` on a quiet machine.
+Not timed tests: each workload runs once at 20 nodes / 40 measured pods with our scheduler on the
+session's real control plane, and the checks are correctness ones: every measured and init pod
+bound, zero constraint violations (spread, affinity, anti-affinity, taints, resources, DRA devices),
+gated and never-fitting pods left pending, churn and preemption really happening, and the suite's
+table and JSON carrying every workload. One workload also runs against kube-scheduler so the
+ratio columns stay wired. The numbers themselves only mean something from ``python -m bench.run``
+on a quiet machine.
 """
 
 from __future__ import annotations
@@ -12,38 +16,98 @@ from typing import Any
 import pytest
 
 from bench import run as bench_run
-from bench import workloads as bench_workloads
+from bench import workloads
 from custom_scheduler.devenv.controlplane import ControlPlane
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(240)
+
+NODES, PODS = 20, 40
 
 
-def test_smoke_both_schedulers_bind_everything(control_plane: ControlPlane) -> None:
-    opts = bench_run.Options(nodes=100, pods=500, workload="plain", schedulers=["custom", "kube"], stall=20.0)
-    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
-    results = report["results"]
+@pytest.fixture(scope="module")
+def suite(control_plane: ControlPlane) -> dict[str, Any]:
+    opts = bench_run.Options(nodes=NODES, pods=PODS, workload="", schedulers=["custom"], stall=15.0)
+    return bench_run.run_suite(opts, workloads.WORKLOADS, cp=control_plane, log=lambda msg: None)
 
+
+def _custom(suite: dict[str, Any], name: str) -> dict[str, Any]:
+    r: dict[str, Any] = suite["suite"][name]["results"]["custom"]
+    return r
+
+
+def _expected_measured(name: str) -> int:
+    return len(workloads.build(name, NODES, PODS, "x").pods)
+
+
+@pytest.mark.parametrize("name", workloads.WORKLOADS)
+def test_every_workload_binds_its_measured_pods_without_violations(suite: dict[str, Any], name: str) -> None:
+    r = _custom(suite, name)
+    want = _expected_measured(name)
+    assert want > 0
+    assert r["workload"] == name
+    assert r["bound"] == r["pods"] == want, f"bound {r['bound']}/{want}; log tail:\n{r.get('log_tail', '')}"
+    assert r.get("init_bound", 0) == r["init_pods"]
+    assert r["placement"]["violations_total"] == 0, r["placement"]["violations"]
+    assert r["throughput_first_to_last"] > 0
+    assert r["latency_p99_s"] >= r["latency_p50_s"] >= 0
+    assert r["cpu_ms_per_pod"] > 0
+    assert r["peak_rss_mb"] > 0
+    assert r["startup_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "checks"),
+    [
+        ("dra", workloads.DRA_CHECKS),
+        ("SchedulingWhileGated", workloads.PENDING_CHECKS),
+        ("Unschedulable", workloads.PENDING_CHECKS),
+        ("SchedulingWithMixedChurn", workloads.PENDING_CHECKS),
+        ("SchedulingBasic", workloads.CHECKS),
+    ],
+)
+def test_workload_specific_checks_are_run(suite: dict[str, Any], name: str, checks: tuple[str, ...]) -> None:
+    assert set(checks) <= _custom(suite, name)["placement"]["violations"].keys()
+
+
+def test_background_activity_happened_beside_the_measured_pods(suite: dict[str, Any]) -> None:
+    gated = _custom(suite, "SchedulingWhileGated")
+    assert gated["gated_pods"] == PODS // 2
+    assert gated["churn"]["init_deleted"] > 0, "the init pods are deleted during the measured phase"
+    unsched = _custom(suite, "Unschedulable")
+    assert unsched["churn"]["never_fit_pods"] > 0
+    churn = _custom(suite, "SchedulingWithMixedChurn")["churn"]
+    assert churn["nodes"] > 0
+    assert churn["never_fit_pods"] == churn["nodes"]
+    assert churn["errors"] == 0
+
+
+def test_preemption_evicts_a_whole_node_of_low_priority_pods_per_measured_pod(suite: dict[str, Any]) -> None:
+    """4 x 900m low-priority pods per 4-CPU node; a 3970m pod fits only once all four are gone."""
+    r = _custom(suite, "PreemptionBasic")
+    assert r["init_pods"] == 4 * NODES
+    assert r["preempted"] == 4 * r["bound"]
+
+
+def test_suite_table_has_a_row_per_workload(suite: dict[str, Any]) -> None:
+    table = bench_run.render_suite_markdown(suite)
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| workload")]
+    assert [row.split("|")[1].strip() for row in rows] == list(workloads.WORKLOADS)
+
+
+def test_both_schedulers_and_the_ratio_columns(control_plane: ControlPlane) -> None:
+    opts = bench_run.Options(nodes=NODES, pods=PODS, workload="", schedulers=["custom", "kube"], stall=15.0)
+    report = bench_run.run_suite(opts, ["SchedulingBasic"], cp=control_plane, log=lambda msg: None)
+    rep = report["suite"]["SchedulingBasic"]
     for which in ("custom", "kube"):
-        r = results[which]
-        assert r["bound"] == 500, f"{which} bound {r['bound']}/500; log tail:\n{r.get('log_tail', '')}"
-        assert r["throughput_first_to_last"] > 0
-        assert r["latency_p99_s"] >= r["latency_p50_s"] >= 0
-        assert r["cpu_s"] > 0
-        assert r["peak_rss_mb"] > 0
-        assert r["placement"]["bound_on_bench_nodes"] == 500
-        assert r["placement"]["violations_total"] == 0, r["placement"]["violations"]
-
-    ratios = report["ratios"]
-    for key in ("bound", "throughput_first_to_last", "latency_p99_s", "cpu_s", "peak_rss_mb"):
-        assert ratios[key] is not None, key
-        assert ratios[key] > 0, key
-    assert ratios["bound"] == 1.0
-
-    table = bench_run.render_table(results, opts, bench_run.header_line(report))
-    assert "custom/kube" in table
-    assert "500/500" in table
-    throughput_row = next(line for line in table.splitlines() if line.startswith("throughput, first"))
-    assert throughput_row.split()[-2].endswith("x")
+        r = rep["results"][which]
+        assert r["bound"] == PODS, f"{which}: {r.get('log_tail', '')}"
+        assert r["placement"]["violations_total"] == 0
+    for key in ("throughput_first_to_last", "latency_p99_s", "cpu_ms_per_pod", "peak_rss_mb", "startup_s"):
+        assert (rep["ratios"][key] or 0) > 0, key
+    row = next(line for line in bench_run.render_suite_markdown(report).splitlines() if "SchedulingBasic" in line)
+    with_ratio = [key for _, key, _ in bench_run.SUITE_COLUMNS if rep["ratios"].get(key) is not None]
+    assert len(with_ratio) >= 6, "a ratio for all but (maybe) a spread that is zero on one side"
+    assert row.count("x**") == len(with_ratio)
 
 
 def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:
@@ -59,8 +123,6 @@ def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:
 
 def test_placement_checks_catch_each_violation() -> None:
     """The checks that judge both schedulers do flag bad placements (no API server needed)."""
-    from bench import workloads
-
     wl = workloads.mixed(10, 40, "t")
     nodes = {n["metadata"]["name"]: n for n in wl.nodes}
     tainted = next(n for n, o in nodes.items() if o["spec"]["taints"])
@@ -89,31 +151,51 @@ def test_placement_checks_catch_each_violation() -> None:
     for p in gpods:
         p["spec"]["nodeName"] = gpu_node
     demand = sum(int(p["spec"]["containers"][0]["resources"]["requests"][workloads.GPU]) for p in gpods)
-    expected = 1 if demand > 8 else 0
-    assert workloads.placement(gw.nodes, gpods)["violations"]["resources"] == expected
+    got = workloads.placement(gw.nodes, gpods)
+    assert got["violations"]["resources"] == (1 if demand > 8 else 0)
+    assert (got["gpu_nodes_used"], got["gpu_nodes_free"]) == (1, 0), "10 nodes, one GPU node, all on it"
 
 
-def test_smoke_dra_workload_both_schedulers_allocate_every_claim(control_plane: ControlPlane) -> None:
-    """``--workload dra`` at a small size: both schedulers (kube-scheduler with DynamicResources
-    enabled) bind every pod, and every GPU pod's claim is allocated a distinct device on its node."""
-    opts = bench_run.Options(nodes=50, pods=200, workload="dra", schedulers=["custom", "kube"], stall=20.0)
-    assert "DynamicResources" not in bench_run.kube_matched_plugins("dra")
-    assert "DynamicResources" in bench_run.kube_matched_plugins("plain")
-    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
-    for which in ("custom", "kube"):
-        r = report["results"][which]
-        assert r["bound"] == 200, f"{which} bound {r['bound']}/200; log tail:\n{r.get('log_tail', '')}"
-        assert r["classes"]["gpu"] > 100
-        v = r["placement"]["violations"]
-        assert set(bench_workloads.DRA_CHECKS) <= v.keys()
-        assert r["placement"]["violations_total"] == 0, v
+@pytest.mark.parametrize(
+    ("workload", "place", "want"),
+    [
+        pytest.param("TopologySpreading", {"moon-1": 8}, {"topology_spread": 1}, id="spread-skew-8-over-maxSkew-5"),
+        pytest.param("TopologySpreading", {"moon-1": 5}, {"topology_spread": 0}, id="spread-skew-5-ok"),
+        pytest.param("SchedulingPodAntiAffinity", {"same-node": 2}, {"anti_affinity": 2}, id="two-green-on-a-node"),
+        pytest.param("SchedulingNodeAffinity", {"same-node": 3}, {"node_affinity": 0}, id="zone1-everywhere"),
+    ],
+)
+def test_upstream_shapes_are_judged(workload: str, place: dict[str, int], want: dict[str, int]) -> None:
+    wl = workloads.build(workload, 6, 12, "u")
+    pods = workloads.for_scheduler(wl.pods, "x", "ns")
+    where, count = next(iter(place.items()))
+    if where == "same-node":
+        targets = [wl.nodes[0]["metadata"]["name"]] * count
+    else:
+        targets = [n["metadata"]["name"] for n in wl.nodes if n["metadata"]["labels"][workloads.ZONE_KEY] == where]
+        targets = (targets * count)[:count]
+    for p, node in zip(pods, targets, strict=False):
+        p["spec"]["nodeName"] = node
+    v = workloads.placement(wl.nodes, pods)["violations"]
+    assert {k: v[k] for k in want} == want
+
+
+def test_pending_checks_flag_gated_and_never_fitting_binds() -> None:
+    bound = [
+        {"metadata": {"name": "g1"}, "spec": {"nodeName": "n1"}},
+        {"metadata": {"name": "churn-00001"}, "spec": {"nodeName": "n2"}},
+        {"metadata": {"name": "p1"}, "spec": {"nodeName": "bench-x-churn00001"}},
+        {"metadata": {"name": "g2"}, "spec": {}},
+    ]
+    got = workloads.pending_violations(
+        bound, {"gated_bound": ["g1", "g2"], "unschedulable_bound": ["churn-00001"]}, ["bench-x-churn00001"]
+    )
+    assert got == {"gated_bound": 1, "unschedulable_bound": 1, "churn_node": 1}
 
 
 def test_dra_placement_checks_catch_each_violation() -> None:
     """The DRA checks flag a device allocated twice, a device off its pod's node and a bound pod
     whose claim is not reserved for it (no API server needed)."""
-    from bench import workloads
-
     wl = workloads.dra(4, 4, "d")
     gpu_nodes = [s["spec"]["nodeName"] for s in wl.slices]
     assert len(gpu_nodes) == 2
@@ -140,12 +222,13 @@ def test_dra_placement_checks_catch_each_violation() -> None:
     claims = [claim(gpods[0], a, "gpu-0"), claim(gpods[1], a, "gpu-0"), claim(gpods[2], b, "gpu-1")]
     claims[2]["status"]["reservedFor"] = []  # allocated, but not reserved for its pod
     gpods[2]["spec"]["nodeName"] = b
-    got = workloads.placement(wl.nodes, pods, claims, wl.slices)["violations"]
-    assert {k: got[k] for k in workloads.DRA_CHECKS} == {
+    got = workloads.placement(wl.nodes, pods, claims, wl.slices)
+    assert {k: got["violations"][k] for k in workloads.DRA_CHECKS} == {
         "dra_double_allocation": 1,
         "dra_wrong_node": 0,
         "dra_unallocated": 1,
     }
+    assert (got["gpu_nodes_used"], got["gpu_nodes_free"]) == (2, 0)
     claims[2]["status"]["reservedFor"] = [{"resource": "pods", "name": gpods[2]["metadata"]["name"], "uid": "uid-x"}]
     gpods[2]["spec"]["nodeName"] = a  # its device is on b
     gpods[2]["metadata"]["uid"] = "uid-x"

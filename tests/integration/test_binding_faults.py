@@ -10,6 +10,7 @@ from custom_scheduler.devenv import cluster
 from custom_scheduler.kube.client import KubeClient
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
+from tests.observers import RetriesSeen
 
 
 def _node_of(kube: KubeClient, namespace: str, name: str) -> str:
@@ -22,18 +23,19 @@ def test_bind_answered_500_twice_is_retried_and_succeeds(
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
     proxy: FaultProxy,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
 ) -> None:
     node = nodes(make_node("retry"))["metadata"]["name"]
     rule = proxy.add(Rule("POST", rf"/namespaces/{namespace}/pods/flaky/binding", times=2, status=500))
-    app = proxied()
+    observed = RetriesSeen()
+    app = proxied(observer=observed)
     create_pod(make_pod("flaky").obj())
     cluster.wait_for(lambda: _node_of(kube, namespace, "flaky") == node, timeout=30, what="flaky bound")
     assert rule.hits == 2
     assert proxy.answers("/pods/flaky/binding") == [500, 500, 201]
     # Retried inside one binding cycle by the binder (not by requeueing the pod).
-    binder = app.profiles["custom-scheduler"].plugin("DefaultBinder")
-    assert getattr(binder, "retries", None) == 2
+    cluster.wait_for(lambda: observed.retries, timeout=10, what="the binding cycle's report")
+    assert observed.retries == [2]
     assert app.cache.check_invariants() == []
 
 
@@ -43,15 +45,17 @@ def test_bind_429_with_retry_after_is_honoured(
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
     proxy: FaultProxy,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
 ) -> None:
     node = nodes(make_node("throttled"))["metadata"]["name"]
     proxy.add(Rule("POST", rf"/namespaces/{namespace}/pods/slow/binding", times=1, status=429, retry_after=1))
-    app = proxied()
+    observed = RetriesSeen()
+    proxied(observer=observed)
     create_pod(make_pod("slow").obj())
     cluster.wait_for(lambda: _node_of(kube, namespace, "slow") == node, timeout=30, what="slow bound")
     assert proxy.answers("/pods/slow/binding") == [429, 201]
-    assert getattr(app.profiles["custom-scheduler"].plugin("DefaultBinder"), "retries", None) == 1
+    cluster.wait_for(lambda: observed.retries, timeout=10, what="the binding cycle's report")
+    assert observed.retries == [1]
 
 
 def test_409_already_bound_elsewhere_is_dropped_not_retried(
@@ -60,7 +64,7 @@ def test_409_already_bound_elsewhere_is_dropped_not_retried(
     nodes: Callable[[NodeBuilder], dict[str, Any]],
     create_pod: Callable[[dict[str, Any]], dict[str, Any]],
     proxy: FaultProxy,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
 ) -> None:
     """Someone else binds the pod while our bind is in flight: our POST gets 409 and the pod is
     forgotten (no retry, no second binding, cache consistent)."""

@@ -22,6 +22,7 @@ from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
+from tests.observers import RetriesSeen
 
 Nodes = Callable[[NodeBuilder], dict[str, Any]]
 CreatePod = Callable[[dict[str, Any]], dict[str, Any]]
@@ -59,7 +60,7 @@ def test_apiserver_restart_mid_burst(
     namespace: str,
     nodes: Nodes,
     create_pod: CreatePod,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
     proxy: FaultProxy,
 ) -> None:
     for i in range(4):
@@ -81,7 +82,7 @@ def test_watch_expired_410_relists_and_turns_vanished_pods_into_deletes(
     namespace: str,
     nodes: Nodes,
     create_pod: CreatePod,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
     proxy: FaultProxy,
 ) -> None:
     nodes(make_node("small").capacity(cpu="1", memory="1Gi", pods="10"))
@@ -107,7 +108,7 @@ def test_silent_watch_is_noticed_by_the_read_timeout(
     namespace: str,
     nodes: Nodes,
     create_pod: CreatePod,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
     proxy: FaultProxy,
 ) -> None:
     app = proxied()
@@ -128,12 +129,13 @@ def test_bind_whose_answer_is_lost_is_retried_and_409_same_node_counts_as_succes
     namespace: str,
     nodes: Nodes,
     create_pod: CreatePod,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
     proxy: FaultProxy,
 ) -> None:
     node = nodes(make_node("lossy"))["metadata"]["name"]
     proxy.add(Rule("POST", rf"/namespaces/{namespace}/pods/lost/binding", times=1, drop_after_forward=True))
-    app = proxied()
+    observed = RetriesSeen()
+    app = proxied(observer=observed)
     create_pod(make_pod("lost").obj())
     assert _wait_bound(kube, namespace, ["lost"])["lost"] == node
     binds = cluster.wait_for(
@@ -142,7 +144,8 @@ def test_bind_whose_answer_is_lost_is_retried_and_409_same_node_counts_as_succes
         what="the retried bind",
     )
     assert binds == [201, 409]  # the first went through but its answer was lost
-    assert getattr(app.profiles["custom-scheduler"].plugin("DefaultBinder"), "retries", None) == 1
+    cluster.wait_for(lambda: observed.retries, timeout=10, what="the binding cycle's report")
+    assert observed.retries == [1]  # one bind call, retried once: the 409 (same node) is its success
     failed = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
     assert not [e for e in failed if e["reason"] == "FailedScheduling"]
     _assert_healthy(kube, app)
@@ -153,7 +156,7 @@ def test_slow_binds_do_not_stall_scheduling(
     namespace: str,
     nodes: Nodes,
     create_pod: CreatePod,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
     proxy: FaultProxy,
 ) -> None:
     nodes(make_node("slow"))
@@ -174,7 +177,7 @@ def test_pod_deleted_while_its_bind_is_in_flight(
     namespace: str,
     nodes: Nodes,
     create_pod: CreatePod,
-    proxied: Callable[[], App],
+    proxied: Callable[..., App],
     proxy: FaultProxy,
 ) -> None:
     nodes(make_node("gone"))

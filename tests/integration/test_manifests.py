@@ -31,7 +31,7 @@ from custom_scheduler.devenv.controlplane import REPO_ROOT, ControlPlane
 from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_path
 from tests import kubectl as k
-from tests.builders import NodeBuilder, make_node, make_pod
+from tests.builders import NodeBuilder, make_node, make_pod, make_pod_group
 
 # -- the files agree with each other ------------------------------------------------------------
 
@@ -381,6 +381,32 @@ def test_service_account_reads_dra_objects_and_writes_only_claims(
     claim = kube.get(f"{claims}/c")
     claim["metadata"]["finalizers"] = []
     kube.put(f"{claims}/c", claim)
+
+
+def test_service_account_reads_pod_groups_and_writes_only_their_status(
+    as_scheduler: KubeClient, kube: KubeClient, namespace: str
+) -> None:
+    """GangScheduling: get/list/watch PodGroups of both APIs (scheduling.k8s.io/v1beta1 and
+    scheduler-plugins' scheduling.x-k8s.io CRD) and patch their status; nothing else."""
+    sa = as_scheduler
+    groups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
+    assert "items" in sa.get("/apis/scheduling.k8s.io/v1beta1/podgroups", {"limit": 1})
+    kube.post(groups, make_pod_group("g", namespace, min_count=2).obj())
+    assert sa.get(f"{groups}/g")["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    cond = {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable", "message": "x"}
+    cond["lastTransitionTime"] = "2025-01-01T00:00:00Z"
+    sa.patch(f"{groups}/g/status", {"status": {"conditions": [cond]}}, content_type=STRATEGIC_PATCH_CT)
+    _forbidden(lambda: sa.patch(f"{groups}/g", {"metadata": {"labels": {"x": "y"}}}))
+    _forbidden(lambda: sa.delete(f"{groups}/g"))
+    _forbidden(lambda: sa.post(groups, make_pod_group("h", namespace).obj()))
+    for group in ("scheduling.k8s.io", "scheduling.x-k8s.io"):
+        for verb in ("get", "list", "watch"):
+            assert _can(sa, verb, "podgroups", group=group), (group, verb)
+        for verb in ("patch", "update"):
+            assert _can(sa, verb, "podgroups", group=group, namespace=namespace, sub="status"), (group, verb)
+        for verb in ("create", "update", "patch", "delete"):
+            assert not _can(sa, verb, "podgroups", group=group, namespace=namespace), (group, verb)
+    assert not _can(sa, "list", "workloads", group="scheduling.k8s.io")
 
 
 def test_service_account_holds_its_own_lease(as_scheduler: KubeClient, kube: KubeClient) -> None:

@@ -16,15 +16,19 @@ from custom_scheduler.app import build_frameworks
 from custom_scheduler.builtin import full_registry
 from custom_scheduler.config.types import LeaderElectionConfig
 from custom_scheduler.core import queue as q
+from custom_scheduler.core.binding import Executor
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
 from custom_scheduler.fence import Fence, FenceReport
 from custom_scheduler.framework.handle import SnapshotHandle
-from custom_scheduler.framework.types import CycleState
+from custom_scheduler.framework.preemption import ApiEvictor
+from custom_scheduler.framework.types import BindOutcome, CycleState
 from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.model import Pod
 from custom_scheduler.plugins import default_binder
 from tests.builders import make_node, make_pod
+from tests.fake_api import Call, FakeClient
 
 # -- the Fence ----------------------------------------------------------------------------------
 
@@ -185,22 +189,28 @@ def _binder(client: RecordingClient, fence: Fence) -> default_binder.DefaultBind
 
 
 @pytest.mark.parametrize(
-    ("revoke", "answers", "posts"),
+    ("revoke", "answers", "posts", "retries"),
     [
-        pytest.param("before", [], 0, id="revoked-before-no-post"),
-        pytest.param("during-first", [errors.ServerError(503, "x")], 1, id="retry-after-revoke-not-sent"),
+        pytest.param("before", [], 0, 0, id="revoked-before-no-post"),
+        # The 503 schedules one retry; the fence refuses it, so it is counted but never sent.
+        pytest.param("during-first", [errors.ServerError(503, "x")], 1, 1, id="retry-after-revoke-not-sent"),
     ],
 )
-def test_binder_asks_the_fence_before_every_attempt(revoke: str, answers: list[Exception | None], posts: int) -> None:
+def test_binder_asks_the_fence_before_every_attempt(
+    revoke: str, answers: list[Exception | None], posts: int, retries: int
+) -> None:
     client = RecordingClient(list(answers))
     fence = Fence()
     if revoke == "before":
         fence.revoke("lost")
     else:
         client.on_post = lambda: fence.revoke("lost")
-    st = _binder(client, fence).bind(CycleState(), make_pod("p").build(), "n1")
-    assert not st.is_success
-    assert st.reasons == (default_binder.REASON_FENCED,)
+    r = _binder(client, fence).bind(CycleState(), make_pod("p").build(), "n1")
+    assert r.outcome is BindOutcome.FENCED
+    assert not r.is_bound
+    assert not r.status.is_success
+    assert r.status.reasons == (default_binder.REASON_FENCED,)
+    assert r.retries == retries
     assert len(client.posts) == posts
 
 
@@ -212,6 +222,21 @@ profiles:
 """
 
 
+class HeldExecutor(Executor):
+    """Binding cycles wait here until ``release``: a pool whose workers were all busy when the
+    scheduling thread handed the cycle over."""
+
+    def __init__(self) -> None:
+        self.held: list[Any] = []
+
+    def submit(self, fn: Any) -> None:
+        self.held.append(fn)
+
+    def release(self) -> None:
+        while self.held:
+            self.held.pop(0)()
+
+
 def test_binding_cycle_queued_before_the_loss_is_cancelled_without_a_write() -> None:
     """A cycle submitted to the pool while leading, started after the loss: no PreBind, no POST,
     no event; the assumption is forgotten and the pod released by the queue."""
@@ -221,7 +246,8 @@ def test_binding_cycle_queued_before_the_loss_is_cancelled_without_a_write() -> 
     fence = Fence()
     sched_cache = Cache()
     queue = q.SchedulingQueue(lambda a, b: a.timestamp < b.timestamp)
-    sched = Scheduler(profiles={}, cache=sched_cache, queue=queue, writer=None, fence=fence, bind_workers=1)
+    executor = HeldExecutor()
+    sched = Scheduler(profiles={}, cache=sched_cache, queue=queue, writer=None, fence=fence, executor=executor)
     fwks = build_frameworks(cfg.profiles, registry, sched.snapshot, client=client)
     for f in fwks.values():
         cast(SnapshotHandle, f.handle).fence = fence
@@ -231,13 +257,12 @@ def test_binding_cycle_queued_before_the_loss_is_cancelled_without_a_write() -> 
     queue.add(pod)
     qpi = queue.pop(timeout=1)
     assert qpi is not None
-    gate = threading.Event()
-    sched._binders.submit(gate.wait)  # the only worker is busy: the next cycle waits in the queue
     d = sched.schedule_one(qpi)
     assert d.result == "scheduled"
+    assert len(executor.held) == 1, "the binding cycle is queued, not run"
     assert sched_cache.is_assumed(pod.uid)
     fence.revoke("lost")
-    gate.set()
+    executor.release()
     sched.shutdown()
     assert client.posts == []
     assert sched_cache.get_pod(pod.uid) is None
@@ -258,16 +283,62 @@ def test_scheduling_loop_pops_nothing_once_fenced() -> None:
     assert queue.pending_counts()["active"] == 1
 
 
-def test_preemption_evicts_nobody_once_fenced() -> None:
-    """PostFilter of a cycle that was already running when the Lease was lost: no victim is
-    patched or deleted (evicting is worse than binding: it cannot be undone by the next leader)."""
-    from tests.unit.plugins.test_default_preemption import FakeClient, _two_node_env
+def _victim(name: str) -> Pod:
+    return make_pod(name).uid(f"uid-{name}").node("n").priority(1).build()
 
-    client = FakeClient()
-    env = _two_node_env(client)
-    env.handle.fence = fence = Fence()
-    fence.revoke("lost")
-    result, _ = env.preempt(make_pod("vip").priority(10).req(cpu="2").scheduler("custom-scheduler").build())
-    assert not result.status.is_success
-    assert [c for c in client.calls if "low-" in c[1]] == []
+
+@pytest.mark.parametrize(
+    ("revoke_on", "want_paths"),
+    [
+        # A preemption started by a cycle that was already running when the Lease was lost.
+        pytest.param("", [], id="revoked-before-start-nothing-sent"),
+        # Lost while the victim's condition was being patched: its DELETE is not sent.
+        pytest.param("PATCH", [("PATCH", "/api/v1/namespaces/default/pods/v/status")], id="revoked-mid-victim"),
+    ],
+)
+def test_preemption_evicts_nobody_once_fenced(revoke_on: str, want_paths: list[tuple[str, str]]) -> None:
+    """No victim is deleted and no nomination cleared after the loss (evicting is worse than
+    binding: the next leader cannot undo it); the evictor reports failure, so the preemptor's
+    nomination is dropped and it is released from PreEnqueue."""
+    fence = Fence()
+    if not revoke_on:
+        fence.revoke("lost")
+
+    def on_call(c: Call) -> None:
+        if c[0] == revoke_on:
+            fence.revoke("lost")
+
+    client = FakeClient(on_call=on_call)
+    done: list[tuple[str, bool]] = []
+    finished = threading.Event()
+
+    def on_done(preemptor: Pod, ok: bool) -> None:
+        done.append((preemptor.key, ok))
+        finished.set()
+
+    events: list[str] = []
+    evictor = ApiEvictor(client, fence=fence, events=lambda p, **kw: events.append(p.key), on_done=on_done)
+    preemptor = make_pod("vip").priority(10).scheduler("custom-scheduler").build()
+    lower = make_pod("waiting-low").uid("uid-waiting-low").priority(3).build()
+    try:
+        evictor.start(preemptor, "n", [_victim("v")], [lower])
+        assert finished.wait(10), "on_done was not called"
+    finally:
+        evictor.shutdown(wait=True)
+    assert done == [("default/vip", False)]
+    assert client.paths() == want_paths
+    assert events == []
     assert fence.report().refused >= 1
+
+
+def test_clearing_nominations_sends_nothing_once_fenced() -> None:
+    fence = Fence()
+    fence.revoke("lost")
+    client = FakeClient()
+    evictor = ApiEvictor(client, fence=fence)
+    try:
+        evictor.clear_nominations([make_pod("a").nominated("n").build(), make_pod("b").nominated("n").build()])
+    finally:
+        evictor.shutdown(wait=True)
+    assert client.calls == []
+    assert fence.report().refused == 1, "it stops at the first refusal"

@@ -54,10 +54,8 @@ LAYER_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 #: Known exceptions to the layer rules: (importer, imported) → why it is still there.
-KNOWN_LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # Core routes a failed bind on DefaultBinder's reason strings and reads its retry counter.
-    ("core.scheduler", "plugins.default_binder"): "typed bind result pending",
-}
+#: Empty: core routes a bind on the typed ``BindResult`` now, not on DefaultBinder's reason strings.
+KNOWN_LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 @dataclasses.dataclass(frozen=True)

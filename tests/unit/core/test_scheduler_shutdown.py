@@ -6,6 +6,7 @@ import threading
 import time
 
 from custom_scheduler.core import queue as q
+from custom_scheduler.core.binding import Assumed
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
 
@@ -23,7 +24,7 @@ def test_shutdown_waits_for_in_flight_binds() -> None:
         time.sleep(0.2)
         finished.set()
 
-    sched._binders.submit(bind)
+    sched.binding.executor.submit(bind)
     assert sched.shutdown(timeout=10)
     assert finished.is_set()
 
@@ -31,7 +32,7 @@ def test_shutdown_waits_for_in_flight_binds() -> None:
 def test_shutdown_honours_its_timeout() -> None:
     sched = _scheduler()
     gate = threading.Event()
-    sched._binders.submit(gate.wait)  # a bind that hangs
+    sched.binding.executor.submit(gate.wait)  # a bind that hangs
     t0 = time.monotonic()
     assert not sched.shutdown(timeout=0.2)
     assert time.monotonic() - t0 < 2.0
@@ -54,10 +55,11 @@ def test_a_crashed_binding_cycle_runs_unreserve() -> None:
 
     pod = make_pod("p").build()
     qpi = q.QueuedPodInfo(pod, 0.0)
-    try:
+
+    def blow_up(a: Assumed) -> None:
         raise RuntimeError("bind plugin blew up")
-    except RuntimeError:
-        sched._binding_crashed(cast(Any, Fwk()), CycleState(), qpi, pod, "n1")
+
+    sched.binding._guard(Assumed(cast(Any, Fwk()), CycleState(), qpi, pod, "n1", 0, 0.0), blow_up)
     assert calls == [("p", "n1")]
     assert sched.queue.where(pod.uid) is q.SubQueue.BACKOFF
     sched.shutdown(timeout=1)

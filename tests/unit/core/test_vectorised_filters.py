@@ -79,7 +79,12 @@ def test_vectorised_filtering_equals_the_per_node_loop(s: tuple[Framework, Snaps
         if not st.is_success:
             return  # rejected before Filter: no filtering to compare
         feasible, statuses, processed = fwk.filter_many(
-            state, pod, snap.node_list, start=start, want=want, snap=snap if vectorised else None,
+            state,
+            pod,
+            snap.node_list,
+            start=start,
+            want=want,
+            snap=snap if vectorised else None,
             need_statuses=not vectorised,
         )
         results.append(([ni.name for ni in feasible], processed, statuses))
@@ -113,9 +118,9 @@ def test_the_daemon_path_is_vectorised_and_hands_its_rows_to_the_scorers() -> No
     assert [ni.name for ni in feasible] == ["c", "a"]
     assert processed == 3
     assert statuses == {}  # not computed on success: only the per-node loop explains rejections
-    rows = arrays.rows_of(object(), feasible, state)  # no handle needed: remembered by the filter
-    assert rows is not None
-    assert rows[1].tolist() == [2, 0]
+    assert isinstance(feasible, arrays.NodeRows)  # the rows the masks found, for the batch scorers
+    assert feasible.cols is snap.arrays
+    assert feasible.rows.tolist() == [2, 0]
 
 
 _PODS = [
@@ -184,7 +189,12 @@ def test_memoised_masks_follow_the_cluster_across_cycles(steps: list[tuple[Any, 
                 if not fwk.run_pre_filter(state, pod, snap.node_list).is_success:
                     break
                 feasible, _, processed = fwk.filter_many(
-                    state, pod, snap.node_list, start=start % n, want=n, snap=snap if vectorised else None,
+                    state,
+                    pod,
+                    snap.node_list,
+                    start=start % n,
+                    want=n,
+                    snap=snap if vectorised else None,
                     need_statuses=not vectorised,
                 )
                 got.append(([ni.name for ni in feasible], processed))

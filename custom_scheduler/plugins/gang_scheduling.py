@@ -1,0 +1,207 @@
+"""GangScheduling: all-or-nothing scheduling of a PodGroup's members (upstream's plugin, v1.37).
+
+A gang is a PodGroup with a quorum: the native ``scheduling.k8s.io/v1beta1`` group with
+``schedulingPolicy.gang.minCount``, or a scheduler-plugins ``scheduling.x-k8s.io/v1alpha1`` group
+with ``minMember`` (see :mod:`custom_scheduler.gang`). Two extension points, as upstream:
+
+- **PreEnqueue** — the barrier. A member stays out of activeQ (gated, no cycle, no event) until its
+  PodGroup object exists and at least minCount members exist. Both are cluster events the store
+  reports (:class:`~custom_scheduler.framework.gang.GangChange`), so the queue retries the group's
+  pods on a PodGroup add, a lowered minCount or a member add, never on a timer. A native ``basic``
+  group holds nothing back.
+- **Permit** — the quorum. A member that got a node waits, assumed, while fewer than minCount
+  members are assumed or bound, and wakes the group's unplaced members so they are tried now; the
+  member that completes the quorum allows every waiting one. The wait's timeout is the group's
+  ``scheduleTimeoutSeconds`` (CRD) or this plugin's ``permitTimeoutSeconds`` (upstream's fixed
+  5 minutes); the framework caps it at 15 minutes and rejects the pod when it passes.
+
+The group cycle in core places a gang's queued members together and asks
+:func:`custom_scheduler.gang.placement_verdict` whether to commit (upstream's PlacementFeasible).
+
+Upstream enables the plugin by default only with the ``GenericWorkload`` feature gate, which is off
+by default in 1.37 (beta): so it is registered here but not in the default profile; a config
+enables it (``multiPoint: {enabled: [{name: GangScheduling}]}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from custom_scheduler import gang
+from custom_scheduler.framework import registry
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
+from custom_scheduler.gang import PodGroup
+from custom_scheduler.model import Pod
+from custom_scheduler.plugins import args_reader
+
+NAME = "GangScheduling"
+
+#: Upstream's ``permitTimeoutDuration`` (gangscheduling.go): how long members wait at Permit.
+DEFAULT_PERMIT_TIMEOUT_SECONDS = 300
+#: The framework's cap on any Permit wait (upstream ``maxTimeout``).
+MAX_PERMIT_TIMEOUT_SECONDS = 900
+
+ERR_REASON_TOO_FEW = "waiting for minCount pods from a gang to appear in scheduling queue"
+WAIT_REASON_QUORUM = "waiting for minCount pods from a gang to be scheduled"
+
+
+def no_group_message(name: str) -> str:
+    """Upstream's message (typo included) for a member whose PodGroup does not exist (yet)."""
+    return f'waiting for pods\'s pod group "{name}" to appear in scheduling queue'
+
+
+@dataclass(frozen=True, slots=True)
+class GangSchedulingArgs:
+    """``permitTimeoutSeconds``: the Permit wait for groups that set no timeout of their own."""
+
+    permit_timeout_seconds: int = DEFAULT_PERMIT_TIMEOUT_SECONDS
+
+
+def parse_args(raw: Mapping[str, Any] | None, path: str) -> GangSchedulingArgs:
+    """Parse ``GangSchedulingArgs``.
+
+    Raises:
+        ConfigError: an unknown field, or a timeout outside 1..900 seconds (the framework would
+            cap a longer one silently; saying so at load time is kinder).
+    """
+    r = args_reader.ArgsReader(path)
+    doc = r.mapping(raw, path, fields=("permitTimeoutSeconds",), kind="GangSchedulingArgs")
+    t = r.integer(doc, "permitTimeoutSeconds", path, DEFAULT_PERMIT_TIMEOUT_SECONDS)
+    if not 1 <= t <= MAX_PERMIT_TIMEOUT_SECONDS:
+        r.error(f"{path}.permitTimeoutSeconds", f"must be between 1 and {MAX_PERMIT_TIMEOUT_SECONDS}, got {t}")
+    r.raise_errors()
+    return GangSchedulingArgs(t)
+
+
+class GangScheduling:
+    """PreEnqueue barrier and Permit quorum; see the module docstring."""
+
+    name: ClassVar[str] = NAME
+
+    def __init__(self, args: GangSchedulingArgs | None, handle: Handle) -> None:
+        self.args = args or GangSchedulingArgs()
+        self.handle = handle
+        self.gangs = handle.gangs
+
+    def pre_enqueue(self, pod: Pod) -> Status:
+        if not pod.pod_group:
+            return SUCCESS
+        group = self.gangs.group_for(pod)
+        if group is None:
+            return Status.unresolvable(no_group_message(pod.pod_group)).with_plugin(NAME)
+        if not group.gang:
+            return SUCCESS
+        if self.gangs.member_count(group) < group.min_count:
+            return Status.unresolvable(ERR_REASON_TOO_FEW).with_plugin(NAME)
+        return SUCCESS
+
+    def permit_timeout(self, pod: Pod) -> float:
+        """The Permit wait for ``pod``'s group: its own timeout, else the args' default."""
+        group = self.gangs.group_for(pod)
+        if group is not None and group.timeout is not None:
+            return min(group.timeout, float(MAX_PERMIT_TIMEOUT_SECONDS))
+        return float(self.args.permit_timeout_seconds)
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        if not pod.pod_group:
+            return SUCCESS, 0.0
+        group = self.gangs.group_for(pod)
+        if group is None:
+            # Deleted between PreEnqueue and now: upstream answers an error for the missing group.
+            return Status(Code.ERROR, (f"failed to get podGroup {pod.namespace}/{pod.pod_group}",), NAME), 0.0
+        if not group.gang:
+            return SUCCESS, 0.0
+        placed = self.gangs.placed(group) | {pod.uid}
+        if len(placed) < group.min_count:
+            # Wake the members still queued: this one may be what they were waiting for.
+            self.handle.activate(self.gangs.unplaced(group))
+            return Status(Code.WAIT, (WAIT_REASON_QUORUM,), NAME), self.permit_timeout(pod)
+        waiting = self.handle.waiting_pods
+        for uid in placed:
+            wp = waiting.get(uid)
+            if wp is not None:
+                wp.allow(NAME)
+        return SUCCESS, 0.0
+
+    # -- the group cycle (framework.interface.PodGroupPlugin) -----------------------------------
+    def group_of(self, pod: Pod) -> str | None:
+        """Members of a gang go through one group cycle; a ``basic`` group's pods go alone."""
+        if not pod.pod_group:
+            return None
+        group = self.gangs.group_for(pod)
+        if group is None or not group.gang:
+            return None
+        return f"{group.api}:{group.key}"
+
+    def _group(self, key: str) -> PodGroup | None:
+        api, _, name = key.partition(":")
+        return self.gangs.get(name, gang.NATIVE if api == gang.NATIVE else gang.CRD)
+
+    def placement_feasible(self, group: str, *, cycle_size: int, tried: int, placed: int) -> Status:
+        """Upstream's PlacementFeasible with the members outside the cycle counted too.
+
+        Everything placed so far (this cycle's assumptions included) is in the store's
+        ``placed``; ``remaining`` are this cycle's untried members plus the unplaced members
+        that are not in it (gated, or not queued yet), who may still come: then a short gang
+        waits for them at Permit instead of being rejected at once.
+        """
+        pg = self._group(group)
+        if pg is None:
+            return Status(Code.UNSCHEDULABLE, (f"pod group {group} no longer exists",), NAME)
+        scheduled = len(self.gangs.placed(pg))
+        untried = cycle_size - tried
+        outside = max(0, len(self.gangs.unplaced(pg)) - (cycle_size - placed))
+        verdict = gang.placement_verdict(pg, already_placed=scheduled, placed=0, remaining=untried + outside)
+        if verdict.satisfied:
+            return SUCCESS
+        if scheduled + untried + outside < verdict.min_count:
+            return Status(Code.UNSCHEDULABLE, (verdict.message,), NAME)
+        return Status(Code.WAIT, (verdict.message,), NAME)
+
+    def group_mates(self, pod: Pod) -> list[Pod]:
+        """A gang is evicted whole: the other bound members go with a preempted one."""
+        pg = self.gangs.group_for(pod)
+        if pg is None or not pg.gang:
+            return []
+        return [p for p in self.gangs.members(pg) if p.uid != pod.uid and p.node_name]
+
+    def topology_key(self, group: str) -> str | None:
+        pg = self._group(group)
+        return pg.topology_key if pg is not None else None
+
+    def group_attempted(self, group: str, result: str, message: str, placed: Sequence[tuple[Pod, str]]) -> None:
+        """Status and an event on the PodGroup for one group cycle (reasons as for pods)."""
+        pg = self._group(group)
+        if pg is None:
+            return
+        kind = (
+            ("PodGroup", gang.NATIVE_GROUP_VERSION) if pg.api == gang.NATIVE else ("PodGroup", gang.CRD_GROUP_VERSION)
+        )
+        writer = self.gangs.status
+        if result == "scheduled":
+            note = f"Successfully assigned {len(placed)} pod(s) of pod group {pg.key}"
+            if writer is not None:
+                writer.group_bound(pg, note, placed=frozenset(p.uid for p, _ in placed))
+            self.handle.record_event(
+                pg, type_="Normal", reason="Scheduled", action="Binding", note=note, kind=kind[0], api_version=kind[1]
+            )
+        elif result in ("unschedulable", "error", "waiting_on_preemption"):
+            if writer is not None:
+                writer.group_rejected(pg, message, error=result == "error")
+            self.handle.record_event(
+                pg,
+                type_="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                note=message,
+                kind=kind[0],
+                api_version=kind[1],
+            )
+        elif writer is not None:
+            writer.group_attempting(pg)
+
+
+SPEC = registry.PluginSpec(NAME, factory=GangScheduling, parse_args=parse_args)
