@@ -27,6 +27,13 @@ scheduler in turn:
    empty cluster; for dra also the claims (waiting until the resourceclaim controller released
    them), slices and class, so it starts from a clean device state too.
 
+``--workload gangs``: the round's PodGroups (scheduling.k8s.io/v1beta1) are created in its
+namespace before the pods; both schedulers run their GangScheduling plugin (ours enabled in the
+profile, kube-scheduler 1.37 through ``--feature-gates=GenericWorkload=true``, which adds it to its
+default plugins), and before the burst :func:`_gang_probe` proves from behaviour that each one is
+all-or-nothing. Per gang: first member created -> last member bound, and how long it was partially
+bound (:func:`bench.workloads.gang_report`).
+
 Latency is bound-seen minus create-returned, both on this process's clock: ``creationTimestamp``
 has one-second resolution. Everything waits with a deadline; a scheduler that does not bind
 every pod is reported as "bound X/M", never waited on forever.
@@ -267,6 +274,8 @@ class Options:
     keep: bool = False
     rounds: int = 1
     kube_scheduler: str = ""  # the upstream binary; found through hack/testenv.sh when empty
+    gangs: str = ""  # the gangs workload's mix, "100x8,10x100"; empty: scaled from --pods
+    gang_partial_limit_s: float = 10.0  # a gang partially bound longer than this is a violation
 
     @property
     def deadline_s(self) -> float:
@@ -282,11 +291,23 @@ def custom_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list
         f"clientConnection: {{kubeconfig: {cp.kubeconfig()}, qps: {opts.qps:g}, burst: {opts.burst}}}\n"
         f"healthzBindAddress: 127.0.0.1:{free_port()}\n"
         "profiles:\n"
-        f"- schedulerName: {SCHEDULER_NAMES['custom']}\n"
+        f"- schedulerName: {SCHEDULER_NAMES['custom']}\n" + (CUSTOM_GANG_PLUGINS if opts.workload == "gangs" else "")
     )
     argv = [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())]
     env = {**os.environ, "LOG_FORMAT": "json", "LOG_LEVEL": opts.custom_log_level, "PYTHONUNBUFFERED": "0"}
     return argv, env
+
+
+#: Our GangScheduling plugin is registered but, like upstream's without its gate, not in the default
+#: profile: the gangs workload enables it.
+CUSTOM_GANG_PLUGINS = """\
+  plugins:
+    multiPoint:
+      enabled: [{name: GangScheduling}]
+"""
+#: kube-scheduler 1.37 adds GangScheduling to its default plugins only with this gate (beta, off by
+#: default; it depends on no other gate: pkg/features/kube_features.go, default_plugins.go).
+KUBE_GANG_GATES = "GenericWorkload=true"
 
 
 def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[str], dict[str, str]]:
@@ -311,6 +332,8 @@ def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[s
         f"--authorization-kubeconfig={kc}",
         f"--v={opts.kube_verbosity}",
     ]
+    if opts.workload == "gangs":
+        argv.append(f"--feature-gates={KUBE_GANG_GATES}")
     return argv, dict(os.environ)
 
 
@@ -583,6 +606,60 @@ class Churner:
             return None
 
 
+def _create_pod_groups(kube: KubeClient, namespace: str, groups: Sequence[dict[str, Any]], workers: int) -> None:
+    path = f"{workloads.PODGROUP_API}/namespaces/{namespace}/podgroups"
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mkpg") as ex:
+        for f in [
+            ex.submit(kube.post, path, {**g, "metadata": {**g["metadata"], "namespace": namespace}}) for g in groups
+        ]:
+            f.result()
+
+
+def _gang_probe(
+    kube: KubeClient, namespace: str, scheduler_name: str, watcher: PodWatcher, timeout: float
+) -> dict[str, Any]:
+    """Is the running scheduler all-or-nothing? (For kube-scheduler: is its gang plugin on?)
+
+    A gang of 3 with only 2 members created, then plain pods one after another, each waited on
+    until bound: by then the scheduler has seen the two members and, if it placed pods one by one,
+    bound them. ``held``: neither is bound. Then the third member: ``completed`` if all three are
+    bound within ``timeout`` (``complete_s`` after its create). The probe's pods and PodGroup are
+    deleted afterwards, so the burst starts on empty nodes."""
+    probe = workloads.gang_probe()
+    _create_pod_groups(kube, namespace, [probe.pod_group], 1)
+    held = workloads.for_scheduler(probe.held, scheduler_name, namespace)
+    plain = workloads.for_scheduler(probe.plain, scheduler_name, namespace)
+    (last,) = workloads.for_scheduler([probe.last], scheduler_name, namespace)
+    for p in held:
+        kube.post(pod_path(namespace), p)
+    for p in plain:
+        kube.post(pod_path(namespace), p)
+        name = p["metadata"]["name"]
+        if not watcher.wait({name}, time.monotonic() + timeout, timeout):
+            raise RuntimeError(f"gang probe: the plain pod {name} was not bound within {timeout:.0f}s")
+    held_names = {p["metadata"]["name"] for p in held}
+    with watcher.cond:
+        bound_early = sorted(held_names & watcher.bound.keys())
+    t0 = time.monotonic()
+    kube.post(pod_path(namespace), last)
+    members = held_names | {last["metadata"]["name"]}
+    completed = watcher.wait(members, t0 + timeout, timeout)
+    with watcher.cond:
+        binds = [watcher.bound[n][0] for n in members if n in watcher.bound]
+    for p in [*held, *plain, last]:
+        with contextlib.suppress(errors.NotFound):
+            kube.request("DELETE", pod_path(namespace, p["metadata"]["name"]), query={"gracePeriodSeconds": 0})
+    with contextlib.suppress(errors.NotFound):
+        kube.delete(f"{workloads.PODGROUP_API}/namespaces/{namespace}/podgroups/{probe.pod_group['metadata']['name']}")
+    return {
+        "min_count": len(members),
+        "held": not bound_early,
+        "bound_before_quorum": bound_early,
+        "completed": completed,
+        "complete_s": (max(binds) - t0) if completed else math.nan,
+    }
+
+
 def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
     for pc in wl.priority_classes:
         with contextlib.suppress(errors.Conflict):
@@ -595,7 +672,9 @@ def run_one(
     run_id = f"{which}-{uuid.uuid4().hex[:6]}"
     namespace = f"bench-{run_id}"
     scheduler_name = SCHEDULER_NAMES[which]
-    wl = workloads.build(opts.workload, opts.nodes, opts.pods, run_id, opts.seed)
+    wl = workloads.build(
+        opts.workload, opts.nodes, opts.pods, run_id, opts.seed, gang_mix=workloads.parse_gang_mix(opts.gangs)
+    )
     pods = workloads.for_scheduler(wl.pods, scheduler_name, namespace)
     init = workloads.for_scheduler(wl.init_pods, scheduler_name, namespace)
     gated = workloads.for_scheduler(wl.gated_pods, scheduler_name, namespace)
@@ -615,9 +694,17 @@ def run_one(
         _create_dra(kube, wl, namespace)
         log(f"[{which}] {len(wl.slices)} ResourceSlices, {len(wl.device_classes)} DeviceClass(es) created")
     _create_priority_classes(kube, wl)
+    if wl.pod_groups:
+        t0 = time.monotonic()
+        _create_pod_groups(kube, namespace, wl.pod_groups, opts.create_workers)
+        log(f"[{which}] {len(wl.pod_groups)} PodGroups created in {time.monotonic() - t0:.1f}s")
 
     def before_measuring() -> None:
-        """Gated pods (they stay in the queue), then the init pods, bound before measuring."""
+        """The gang probe; gated pods (they stay in the queue), then the init pods, bound before
+        measuring."""
+        if wl.pod_groups:
+            res["gang_probe"] = probe = _gang_probe(kube, namespace, scheduler_name, watcher, opts.startup_timeout)
+            log(f"[{which}] gang probe: held={probe['held']} completed={probe['completed']}")
         if gated:
             _create_pods(kube, namespace, gated, opts.create_workers)
         if init:
@@ -736,6 +823,17 @@ def run_one(
                 {"metadata": {"name": n}, "spec": {"nodeName": node}} for n, (_, node) in watcher.bound.items()
             ]
     res["placement"] = workloads.placement(wl.nodes, final, claims, wl.slices)
+    if wl.pod_groups:
+        with watcher.cond:
+            bind_times = {n: watcher.bound[n][0] for n in names if n in watcher.bound}
+        times_by_gang = workloads.gang_times(wl.gang_members(), created, bind_times)
+        res["gangs"] = workloads.gang_report(times_by_gang, t_end, opts.gang_partial_limit_s)
+        probe = res.get("gang_probe") or {}
+        gang_viol = dict(res["gangs"]["violations"])
+        gang_viol["gang_probe_not_held"] = 0 if probe.get("held", True) else 1
+        gang_viol["gang_incomplete"] += 0 if probe.get("completed", True) else 1
+        res["placement"]["violations"].update(gang_viol)
+        res["placement"]["violations_total"] += sum(gang_viol.values())
     if pending is not None:
         extra = workloads.pending_violations(ever_bound, pending, churner.nodes if churner is not None else ())
         res["placement"]["violations"].update({k: extra.get(k, 0) for k in workloads.PENDING_CHECKS})
@@ -788,6 +886,12 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
     ("placement.cpu_util_max", "CPU utilisation max", "{:.3f}", False),
     ("placement.mem_util_stddev", "memory utilisation stddev", "{:.4f}", False),
     ("placement.violations_total", "constraint violations", "{:.0f}", False),
+    ("gangs.gangs_whole", "gangs wholly bound", "{:.0f}", True),
+    ("gangs.time_to_all_bound_p50_s", "gang time to all bound p50 (s)", "{:.3f}", False),
+    ("gangs.time_to_all_bound_p99_s", "gang time to all bound p99 (s)", "{:.3f}", False),
+    ("gangs.time_to_all_bound_max_s", "gang time to all bound max (s)", "{:.3f}", False),
+    ("gangs.partial_max_s", "gang partially bound, max (s)", "{:.3f}", False),
+    ("gang_probe.complete_s", "probe gang: last member created → all bound (s)", "{:.3f}", False),
 ]
 
 
@@ -820,6 +924,9 @@ def render_table(results: dict[str, dict[str, Any]], opts: Options, header: str 
     cols = [s for s in SCHEDULERS if s in results]
     rows: list[list[str]] = [["metric", *cols, "custom/kube" if len(cols) == 2 else "", "better"]]
     for key, label, fmt, higher in METRICS:
+        section = key.split(".", 1)[0]
+        if section in ("gangs", "gang_probe") and not any(section in results[s] for s in cols):
+            continue  # the gang rows only where there are gangs
         cells = []
         for s in cols:
             v = _get(results[s], key)
@@ -989,6 +1096,9 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: v for k, v in rounds[0].items() if k != "latencies_s"}
     out["placement"] = dict(rounds[0]["placement"])
     out["cpu_window_s"] = dict(rounds[0].get("cpu_window_s") or {})
+    for key in ("gangs", "gang_probe"):
+        if key in rounds[0]:
+            out[key] = dict(rounds[0][key])
     for key, _, _, _ in METRICS:
         values = [_get(r, key) for r in rounds]
         nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(v)]
@@ -1042,6 +1152,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     p.add_argument("--stall", type=float, default=30.0, help="give up after this many seconds without a new bind")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rounds", type=int, default=1, help="alternate the schedulers this many times; report medians")
+    p.add_argument(
+        "--gangs", default="", help="gangs workload: COUNTxSIZE,... (default: 100x8,10x100 scaled to --pods)"
+    )
+    p.add_argument(
+        "--gang-partial-limit", type=float, default=10.0, help="gangs: max seconds a gang may be partly bound"
+    )
     p.add_argument("--custom-log-level", default="info")
     p.add_argument("--kube-verbosity", type=int, default=0)
     p.add_argument("--py-spy", default="", help="record our daemon with py-spy (raw stacks) into this file")
@@ -1076,7 +1192,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         py_spy=a.py_spy,
         keep=a.keep,
         rounds=max(1, a.rounds),
+        gangs=a.gangs,
+        gang_partial_limit_s=a.gang_partial_limit,
     )
+    try:
+        workloads.parse_gang_mix(a.gangs)
+    except ValueError as e:
+        p.error(f"--gangs: {e}")
     return opts, a.json
 
 

@@ -23,6 +23,9 @@ builder's docstring and bench/README.md). OURS are below.
   the driver, and most pods (up to 90 % of the GPUs) reference a ResourceClaimTemplate of one GPU,
   so the resourceclaim controller creates a claim per pod and the scheduler allocates it; the rest
   ask for nothing else. No taints: the point is the allocation path, not isolation.
+- ``gangs``: native ``scheduling.k8s.io/v1beta1`` PodGroups (gang, ``minCount`` = the group's size),
+  created before their members; at full size (1800 pods) 100 gangs of 8 and 10 gangs of 100, 1-CPU
+  members on 4- and 8-CPU nodes so that everything fits. Judged per gang by :func:`gang_report`.
 
 :func:`placement` computes the quality numbers and the constraint checks from the final pod list;
 the same function judges both schedulers.
@@ -53,7 +56,7 @@ UPSTREAM = (
     "SchedulingWhileGated",
 )
 #: Ours: heterogeneous nodes and pods, extended-resource GPUs, node pools, DRA GPUs.
-OURS = ("plain", "mixed", "gpu", "pools", "dra")
+OURS = ("plain", "mixed", "gpu", "pools", "dra", "gangs")
 WORKLOADS = UPSTREAM + OURS
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -77,6 +80,13 @@ DRA_CHECKS = ("dra_double_allocation", "dra_wrong_node", "dra_unallocated")
 DRA_API = "/apis/resource.k8s.io/v1"
 DRA_DRIVER = "gpu.example.com"
 DRA_TEMPLATE = "one-gpu"
+#: Checked for the gangs workload: a gang not wholly bound at the end; a gang partially bound (some
+#: members bound, others not) for longer than the limit; the probe's incomplete gang having a member
+#: bound (the scheduler is not all-or-nothing: its gang plugin is off).
+GANG_CHECKS = ("gang_incomplete", "gang_partial_too_long", "gang_probe_not_held")
+PODGROUP_API = "/apis/scheduling.k8s.io/v1beta1"
+#: The full-size mix, (gangs, members each): 100 gangs of 8 and 10 gangs of 100 = 1800 pods.
+GANG_MIX_FULL = ((100, 8), (10, 100))
 
 JSON = dict[str, Any]
 
@@ -101,6 +111,17 @@ class Workload:
     """PriorityClasses (cluster-scoped, named and labelled after the run)."""
     churn: Churn | None = None
     """What happens beside the measured pods while they are scheduled."""
+    pod_groups: list[JSON] = field(default_factory=list)
+    """PodGroups (scheduling.k8s.io/v1beta1), created in the round's namespace before the pods."""
+
+    def gang_members(self) -> dict[str, list[str]]:
+        """PodGroup name -> its measured pods' names (``spec.schedulingGroup.podGroupName``)."""
+        out: dict[str, list[str]] = {pg["metadata"]["name"]: [] for pg in self.pod_groups}
+        for p in self.pods:
+            group = (p["spec"].get("schedulingGroup") or {}).get("podGroupName")
+            if group in out:
+                out[group].append(p["metadata"]["name"])
+        return out
 
 
 @dataclass(frozen=True)
@@ -588,6 +609,77 @@ def scheduling_while_gated(n_nodes: int, n_pods: int, run_id: str, seed: int = 1
     )
 
 
+GANG_NODE_SHAPES = (("4", "16Gi"), ("8", "32Gi"))
+
+
+def gang_mix(n_pods: int) -> tuple[tuple[int, int], ...]:
+    """The default (gangs, size) mix for ``n_pods``: the two full-size shapes (GANG_MIX_FULL: ten
+    gangs of 8 per gang of 100, the large ones holding 5/9 of the pods) scaled by ``n_pods / 1800``.
+    Below 180 pods one large gang remains and shrinks to 5/9 of the pods, so a smoke size still has
+    one gang much larger than the rest."""
+    (_, small), (_, large) = GANG_MIX_FULL
+    n_large = max(1, round(n_pods / 180))
+    size_large = max(2, min(large, (n_pods * 5 // 9) // n_large))
+    n_small = max(1, (n_pods - n_large * size_large) // small)
+    return ((n_small, small), (n_large, size_large))
+
+
+def parse_gang_mix(text: str) -> tuple[tuple[int, int], ...]:
+    """``"100x8,10x100"`` -> ((100, 8), (10, 100)); empty -> empty (use :func:`gang_mix`)."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        count, sep, size = part.partition("x")
+        if not sep or not count.isdigit() or not size.isdigit() or int(count) < 1 or int(size) < 1:
+            raise ValueError(f"gang mix {text!r}: want COUNTxSIZE[,COUNTxSIZE...], e.g. 100x8,10x100")
+        out.append((int(count), int(size)))
+    return tuple(out)
+
+
+def _pod_group(name: str, min_count: int) -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def gang_member(name: str, group: str) -> JSON:
+    """A 1-CPU / 1Gi member of ``group`` (``spec.schedulingGroup``: the native API, no label)."""
+    pod = _upstream_pod(name, "gang", cpu="1", mem="1Gi", limits=False, labels={"gang": group})
+    pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return pod
+
+
+def gangs(n_nodes: int, n_pods: int, run_id: str, seed: int = 1, mix: Sequence[tuple[int, int]] = ()) -> Workload:
+    """Gangs of the native API: per gang a PodGroup with ``minCount`` = its size, then its members.
+
+    ``mix`` is (gangs, size) pairs (default :func:`gang_mix` of ``n_pods``). The gangs' order is
+    shuffled with the seed, so the large ones are spread through the burst, but a gang's members
+    are created one after the other (as a Job controller would). Nodes alternate 4 and 8 CPUs
+    (16/32Gi) over three zones, every member asks for 1 CPU and 1Gi: nothing here is about fitting,
+    only about placing whole gangs."""
+    rng = random.Random(seed)
+    shapes = [size for count, size in (mix or gang_mix(n_pods)) for _ in range(count)]
+    rng.shuffle(shapes)
+    nodes = []
+    for i in range(n_nodes):
+        node = _node(run_id, i)
+        cpu, mem = GANG_NODE_SHAPES[i % len(GANG_NODE_SHAPES)]
+        alloc = {"cpu": cpu, "memory": mem, "pods": "110", "ephemeral-storage": "100Gi"}
+        node["status"] = {"capacity": dict(alloc), "allocatable": dict(alloc)}
+        nodes.append(node)
+    groups, pods = [], []
+    for g, size in enumerate(shapes):
+        group = f"g{g:03d}-of-{size}"
+        groups.append(_pod_group(group, size))
+        pods += [gang_member(f"{group}-m{m:03d}", group) for m in range(size)]
+    classes = Counter(f"gang-of-{size}" for size in shapes)
+    return Workload("gangs", nodes, pods, classes, pod_groups=groups)
+
+
 BUILDERS: dict[str, Callable[[int, int, str, int], Workload]] = {
     "SchedulingBasic": scheduling_basic,
     "SchedulingPodAntiAffinity": scheduling_pod_anti_affinity,
@@ -603,10 +695,16 @@ BUILDERS: dict[str, Callable[[int, int, str, int], Workload]] = {
     "gpu": gpu,
     "pools": pools,
     "dra": dra,
+    "gangs": gangs,
 }
 
 
-def build(name: str, n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+def build(
+    name: str, n_nodes: int, n_pods: int, run_id: str, seed: int = 1, *, gang_mix: Sequence[tuple[int, int]] = ()
+) -> Workload:
+    """The workload ``name``; ``gang_mix`` overrides the gangs workload's (gangs, size) pairs."""
+    if name == "gangs":
+        return gangs(n_nodes, n_pods, run_id, seed, gang_mix)
     fn = BUILDERS.get(name)
     if fn is None:
         raise ValueError(f"unknown workload {name!r} (choose from {', '.join(WORKLOADS)})")
@@ -910,3 +1008,98 @@ def percentile(sorted_xs: list[float], q: float) -> float:
         return math.nan
     k = max(0, min(len(sorted_xs) - 1, math.ceil(q / 100 * len(sorted_xs)) - 1))
     return sorted_xs[k]
+
+
+@dataclass(frozen=True)
+class GangTimes:
+    """One gang's timeline on the harness's clock: when its first member's create call returned,
+    when its first and last members were seen bound (None: none bound / not all bound)."""
+
+    size: int
+    first_created: float
+    first_bound: float | None
+    all_bound: float | None
+
+    def partial_s(self, end: float) -> float:
+        """How long the gang was partially bound: from the first member's bind to the last one's,
+        or to ``end`` when it never became whole. An all-or-nothing scheduler commits the gang in
+        one cycle, so this is only its bind latency; a per-pod one lets it run to the end."""
+        if self.first_bound is None:
+            return 0.0
+        return (self.all_bound if self.all_bound is not None else end) - self.first_bound
+
+
+def gang_times(
+    members: Mapping[str, Sequence[str]], created: Mapping[str, float], bound: Mapping[str, float]
+) -> dict[str, GangTimes]:
+    """Each gang's :class:`GangTimes` from pod name -> create-returned and -> first-seen-bound."""
+    out = {}
+    for group, names in members.items():
+        binds = [bound[n] for n in names if n in bound]
+        made = [created[n] for n in names if n in created]
+        out[group] = GangTimes(
+            size=len(names),
+            first_created=min(made, default=math.nan),
+            first_bound=min(binds) if binds else None,
+            all_bound=max(binds) if binds and len(binds) == len(names) else None,
+        )
+    return out
+
+
+def gang_report(times: Mapping[str, GangTimes], end: float, partial_limit_s: float) -> dict[str, Any]:
+    """The gangs workload's numbers and GANG_CHECKS (except the probe's) from :func:`gang_times`.
+
+    ``time_to_all_bound``: first member created -> last member bound, over the gangs that became
+    whole (p50/p99/max overall and per gang size); ``partial_max_s``: the longest time any gang was
+    partially bound (still partial at ``end`` counts up to ``end``). Violations: ``gang_incomplete``
+    (gangs not whole at the end, partially bound or not at all), ``gang_partial_too_long`` (gangs
+    partially bound for more than ``partial_limit_s``)."""
+    whole = {g: t for g, t in times.items() if t.all_bound is not None}
+    spans = sorted(t.all_bound - t.first_created for t in whole.values() if t.all_bound is not None)
+    partial = sorted(t.partial_s(end) for t in times.values())
+    by_size: dict[int, list[float]] = {t.size: [] for t in times.values()}
+    for t in whole.values():
+        if t.all_bound is not None:
+            by_size[t.size].append(t.all_bound - t.first_created)
+    return {
+        "gangs": len(times),
+        "gangs_whole": len(whole),
+        "time_to_all_bound_p50_s": percentile(spans, 50),
+        "time_to_all_bound_p99_s": percentile(spans, 99),
+        "time_to_all_bound_max_s": spans[-1] if spans else math.nan,
+        "by_size": {
+            str(size): {
+                "gangs": sum(1 for t in times.values() if t.size == size),
+                "whole": len(xs),
+                "time_to_all_bound_p50_s": percentile(sorted(xs), 50),
+                "time_to_all_bound_max_s": max(xs, default=math.nan),
+            }
+            for size, xs in sorted(by_size.items())
+        },
+        "partial_max_s": partial[-1] if partial else 0.0,
+        "partial_p99_s": percentile(partial, 99) if partial else 0.0,
+        "partial_limit_s": partial_limit_s,
+        "violations": {
+            "gang_incomplete": len(times) - len(whole),
+            "gang_partial_too_long": sum(1 for x in partial if x > partial_limit_s),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class GangProbe:
+    """The objects of the all-or-nothing probe run before the gangs' burst: a gang of ``min_count``
+    of which only ``held`` members are created at first, ``plain`` pods created after them (once
+    they are bound, the scheduler has had its chance at the held members), then ``last``."""
+
+    pod_group: JSON
+    held: list[JSON]
+    plain: list[JSON]
+    last: JSON
+
+
+def gang_probe(min_count: int = 3, n_plain: int = 2) -> GangProbe:
+    group = "probe"
+    members = [gang_member(f"probe-m{m}", group) for m in range(min_count)]
+    plain = [_upstream_pod(f"probe-plain{k}", "probe-plain", cpu="1", mem="1Gi", limits=False) for k in range(n_plain)]
+    return GangProbe(_pod_group(group, min_count), members[:-1], plain, members[-1])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
 from custom_scheduler.core.informers import Informer, dra_informers, node_informer, pod_informer, volume_informers
+from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
 from custom_scheduler.core.selectors import DefaultSelectors
 from custom_scheduler.fence import Fence
@@ -43,6 +44,7 @@ from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
 from custom_scheduler.framework.volumes import VolumeStore
+from custom_scheduler.framework.waiting import WaitingPodMap
 from custom_scheduler.kube import errors as kerrors
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.labels import Selector
@@ -213,7 +215,15 @@ def build_frameworks(
     dra: DRAStore | None = None,
     metrics_sources: loadmetrics.Sources | None = None,
     gangs: GangStore | None = None,
+    pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] | None = None,
+    nominated_lister: Callable[[str], Sequence[Pod]] | None = None,
+    event_sink: Callable[..., None] | None = None,
+    activator: Callable[[Sequence[Pod]], object] | None = None,
+    fence: Fence | None = None,
+    permit_clock: Callable[[], float] | None = None,
 ) -> dict[str, Framework]:
+    """One Framework per profile, each with a complete Handle over ``snapshot`` and the shared
+    stores (the only place frameworks are composed: the daemon, explain and simulate call it)."""
     out = {}
     gangs = gangs if gangs is not None else GangStore()
     volumes = volumes if volumes is not None else VolumeStore()  # shared by every profile
@@ -229,6 +239,11 @@ def build_frameworks(
             dra=dra,
             metrics_sources=metrics_sources,
             gangs=gangs,
+            pdb_lister=pdb_lister,
+            nominated_lister=nominated_lister,
+            event_sink=event_sink,
+            activator=activator,
+            fence=fence,
         )
         fwk = Framework(
             prof.scheduler_name,
@@ -237,6 +252,8 @@ def build_frameworks(
             registry,
             handle,
             percentage_of_nodes_to_score=prof.percentage_of_nodes_to_score,
+            # Offline (simulate): Permit waits expire on the driver's virtual clock, no timer thread.
+            waiting=None if permit_clock is None else WaitingPodMap(permit_clock, timer_thread=False),
         )
         handle.framework = fwk
         out[prof.scheduler_name] = fwk
@@ -305,7 +322,9 @@ class App:
             max_backoff=float(config.pod_max_backoff_seconds),
             pre_enqueue=self._pre_enqueue,
         )
-        self.writer = Writer(client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run)
+        self.writer = Writer(
+            client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run, fence=self.fence
+        )
         # Preemption's API calls run on the evictor's pool, off the scheduling thread; shadow mode
         # only reports what it would evict.
         self.evictor: ApiEvictor | None = (
@@ -313,24 +332,29 @@ class App:
             if dry_run
             else ApiEvictor(client, fence=self.fence, events=self.writer.event, on_done=self._preemption_done)
         )
+        # PodGroups (both APIs) and their members, for GangScheduling; "placed" is the cache's
+        # view (assumed or bound), which knows an assumption before any watch event does.
+        self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None)
+        # Composed in one order, each part complete when built: the snapshot and nominator the
+        # frameworks read, the frameworks, then the scheduler that runs them.
+        self.snapshot = Snapshot()
+        self.nominator = Nominator()
+        self.profiles = self._frameworks(config)
+        self._queue_sort = next(iter(self.profiles.values())).queue_sort
         self.scheduler = Scheduler(
-            profiles={},
+            profiles=self.profiles,
             cache=self.cache,
             queue=self.queue,
             writer=self.writer,
             algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
+            nominator=self.nominator,
+            snapshot=self.snapshot,
             dry_run=dry_run,
             observer=observer or (metrics.observer() if metrics is not None else None),
             on_decision=on_decision,
             fence=self.fence,
             evictor=self.evictor,
         )
-        # PodGroups (both APIs) and their members, for GangScheduling; "placed" is the cache's
-        # view (assumed or bound), which knows an assumption before any watch event does.
-        self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None)
-        self.profiles = self._frameworks(config)
-        self._queue_sort = next(iter(self.profiles.values())).queue_sort
-        self.scheduler.profiles = self.profiles
         self.pods = pod_informer(
             self.watch_client,
             _Chained(self.gangs.pod_sink(), _PodSink(self.scheduler)),
@@ -394,10 +418,10 @@ class App:
     def _frameworks(self, config: SchedulerConfig) -> dict[str, Framework]:
         """Frameworks for every profile, wired to this daemon's snapshot, listers and writer."""
         # Shadow mode (dry_run) gives plugins no client: preemption then only reports its victims.
-        fwks = build_frameworks(
+        return build_frameworks(
             config.profiles,
             self.registry,
-            self.scheduler.snapshot,
+            self.snapshot,
             client=None if self.dry_run else self.client,
             namespace_labels=self._namespace_labels,
             default_spread_selector=self.selectors.for_pod,
@@ -405,16 +429,12 @@ class App:
             dra=self.dra,
             metrics_sources=self.metrics_sources,
             gangs=self.gangs,
+            pdb_lister=self.pdbs.list,
+            nominated_lister=self.nominator.pods_on,
+            event_sink=None if self.dry_run else self.writer.event,
+            activator=self.queue.activate,
+            fence=self.fence,
         )
-        for fwk in fwks.values():
-            handle = fwk.handle
-            if isinstance(handle, SnapshotHandle):
-                handle.pdb_lister = self.pdbs.list
-                handle.nominated_lister = self.scheduler.nominator.pods_on
-                handle.event_sink = None if self.dry_run else self.writer.event
-                handle.activator = self.queue.activate
-                handle.fence = self.fence
-        return fwks
 
     def _load_metrics_for(self, config: SchedulerConfig) -> loadmetrics.MetricsServerSource | None:
         src = load_aware.metrics_source_for(config, self.client, self.metrics_sources)

@@ -46,6 +46,7 @@ class _Trial:
     placed: list[tuple[q.QueuedPodInfo, CycleState, Pod, str]] = field(default_factory=list)
     failed: list[tuple[q.QueuedPodInfo, str]] = field(default_factory=list)
     fits: dict[str, FitError] = field(default_factory=dict)  # uid -> why it fit nowhere
+    results: dict[str, ScheduleResult] = field(default_factory=dict)  # uid -> where it was placed
     nominations: dict[str, str] = field(default_factory=dict)  # uid -> in-memory nomination it had
     untried: list[q.QueuedPodInfo] = field(default_factory=list)
     verdict: Status = SUCCESS
@@ -75,10 +76,6 @@ def run_post_filter(fwk: Framework, state: CycleState, pod: Pod, fit: FitError) 
     return post
 
 
-def first_key(members: list[q.QueuedPodInfo]) -> str:
-    return members[0].pod.key if members else ""
-
-
 class SchedulingCycle:
     def __init__(
         self,
@@ -95,6 +92,7 @@ class SchedulingCycle:
         rng: random.Random | None = None,
         clock: Clock = time.monotonic,
         on_decision: Callable[[Decision], None] | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.profiles = dict(profiles)
         self.cache = cache
@@ -109,7 +107,7 @@ class SchedulingCycle:
         self.observer = observer or Observer()
         self.clock = clock
         self.on_decision = on_decision
-        self.snapshot = Snapshot()
+        self.snapshot = snapshot if snapshot is not None else Snapshot()
         # Per-plugin scores in the result (simulate reports ties); the daemon leaves it to the
         # algorithm, which keeps them only when they are cheap.
         self.detail: bool | None = None
@@ -234,13 +232,18 @@ class SchedulingCycle:
                 message += f"; {trial.failed[0][1]}"
             for qpi in members:
                 qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, verdict.plugin or "GangScheduling"}
-                self.fail(fwk, qpi, cycle, "Unschedulable", message)
+                self._fail_member(fwk, qpi, cycle, "Unschedulable", message)
             gang.group_attempted(group, "unschedulable", message, [])
             self.observer.group_attempt(fwk.profile_name, "unschedulable", self.clock() - start)
-            return Decision(first.pod.key, "unschedulable", message=message, uid=first.pod.uid)
+            decisions = {
+                q.pod.uid: Decision(q.pod.key, "unschedulable", message=message, uid=q.pod.uid) for q in members
+            }
+            return self._group_decisions(first, decisions)
 
         committed: list[tuple[Pod, str]] = []
+        decisions = {}
         failed = list(trial.failed)
+        waiting = verdict.code is Code.WAIT
         for qpi, state, assumed, node in trial.placed:
             self.nominator.remove(qpi.pod)
             st = fwk.run_permit(state, assumed, node)
@@ -250,17 +253,35 @@ class SchedulingCycle:
                 failed.append((qpi, st.message or "permit rejected the pod"))
                 continue
             committed.append((assumed, node))
-            self.binding.start(Assumed(fwk, state, qpi, assumed, node, cycle, self.clock()))
+            d = Decision(assumed.key, "waiting" if waiting else "scheduled", node, uid=assumed.uid)
+            d.schedule = trial.results.get(assumed.uid)
+            decisions[assumed.uid] = d
+            # Each member's binding cycle logs as that member, not as the pod that was popped.
+            with structlog.contextvars.bound_contextvars(pod=assumed.key, uid=assumed.uid, attempt=qpi.attempts):
+                self.binding.start(Assumed(fwk, state, qpi, assumed, node, cycle, self.clock()))
         for qpi, msg in failed:
-            self.fail(fwk, qpi, cycle, "Unschedulable" if qpi.unschedulable_plugins else "SchedulerError", msg)
+            reason = "Unschedulable" if qpi.unschedulable_plugins else "SchedulerError"
+            self._fail_member(fwk, qpi, cycle, reason, msg)
+            decisions[qpi.pod.uid] = Decision(qpi.pod.key, reason.lower(), message=msg, uid=qpi.pod.uid)
         for qpi in trial.untried:  # the verdict was final before they were reached
             self.queue.add_backoff(qpi)
             self.queue.done(qpi.pod.uid)
-        outcome = "scheduled" if verdict.is_success else "waiting"
+        outcome = "waiting" if waiting else "scheduled"
         gang.group_attempted(group, outcome, verdict.message, committed)
         self.observer.group_attempt(fwk.profile_name, outcome, self.clock() - start)
-        node = next((n for p, n in committed if p.uid == first.pod.uid), "")
-        return Decision(first.pod.key, outcome, node, uid=first.pod.uid)
+        return self._group_decisions(first, decisions)
+
+    def _group_decisions(self, first: q.QueuedPodInfo, decisions: dict[str, Decision]) -> Decision:
+        """Report every member's outcome (``on_decision``); the popped one's is returned to
+        :meth:`schedule_one`, which reports it."""
+        for uid, d in decisions.items():
+            if uid != first.pod.uid:
+                self._decided(d)
+        return decisions.get(first.pod.uid) or Decision(first.pod.key, "skipped", uid=first.pod.uid)
+
+    def _fail_member(self, fwk: Framework, qpi: q.QueuedPodInfo, cycle: int, reason: str, message: str) -> None:
+        with structlog.contextvars.bound_contextvars(pod=qpi.pod.key, uid=qpi.pod.uid, attempt=qpi.attempts):
+            self.fail(fwk, qpi, cycle, reason, message)
 
     def _group_preempting(
         self,
@@ -286,11 +307,13 @@ class SchedulingCycle:
         message = f"pod group {group} is waiting for the preemption of {evicted} pod(s)"
         for qpi in members:
             qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, "DefaultPreemption"}
-            self.fail(fwk, qpi, cycle, "Unschedulable", message, nominated=nominated.get(qpi.pod.uid))
+            with structlog.contextvars.bound_contextvars(pod=qpi.pod.key, uid=qpi.pod.uid, attempt=qpi.attempts):
+                self.fail(fwk, qpi, cycle, "Unschedulable", message, nominated=nominated.get(qpi.pod.uid))
         gang.group_attempted(group, "waiting_on_preemption", message, [])
         self.observer.preemption(fwk.profile_name, evicted)
         self.observer.group_attempt(fwk.profile_name, "waiting_on_preemption", self.clock() - start)
-        return Decision(first_key(members), "unschedulable", message=message, uid=members[0].pod.uid)
+        decisions = {q.pod.uid: Decision(q.pod.key, "unschedulable", message=message, uid=q.pod.uid) for q in members}
+        return self._group_decisions(members[0], decisions)
 
     def _skip(self, qpi: q.QueuedPodInfo) -> bool:
         """A member being deleted or already assumed/bound takes no part (its cycle ends here)."""
@@ -341,6 +364,7 @@ class SchedulingCycle:
                         trial.nominations[pod.uid] = was
                         self.nominator.remove(pod)
                     trial.placed.append((qpi, state, assumed, result.node))
+                    trial.results[pod.uid] = result
                     self.cache.update_snapshot(self.snapshot)  # the next member sees this one
                 else:
                     fwk.run_unreserve(state, assumed, result.node)

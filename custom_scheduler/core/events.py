@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from custom_scheduler.fence import Fence
 from custom_scheduler.kube import errors
 from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_path
 from custom_scheduler.model import Pod
@@ -88,11 +89,16 @@ class Writer:
         max_queue: int = 10000,
         on_dropped: Callable[[], None] | None = None,
         dry_run: bool = False,
+        fence: Fence | None = None,
     ) -> None:
         self.client = client
+        # Asked right before each write: once leadership is lost, what is still queued is dropped
+        # (the next leader reports on these pods itself).
+        self.fence = fence
+        self.fenced_writes = 0
         self.controller = reporting_controller
         self.instance = (instance or f"{reporting_controller}-{secrets.token_hex(4)}")[:128]
-        self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(max_queue)
+        self._q: queue.Queue[tuple[Callable[[], None], bool] | None] = queue.Queue(max_queue)
         self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -117,23 +123,29 @@ class Writer:
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until everything queued so far has been written (tests, shutdown)."""
         done = threading.Event()
-        self._submit(done.set)
+        self._submit(done.set, write=False)
         done.wait(timeout)
 
-    def _submit(self, fn: Callable[[], None]) -> None:
+    def _submit(self, fn: Callable[[], None], *, write: bool = True) -> None:
         if self.dry_run:
             return
         try:
-            self._q.put_nowait(fn)
+            self._q.put_nowait((fn, write))
         except queue.Full:
             self.dropped += 1
             self._on_dropped()
 
     def _run(self) -> None:
         while True:
-            fn = self._q.get()
-            if fn is None:
+            item = self._q.get()
+            if item is None:
                 return
+            fn, write = item
+            if write and self.fence is not None and not self.fence.admit():
+                self.fenced_writes += 1
+                if self.fenced_writes == 1:
+                    log.info("api_writes_fenced", reason="leadership lost: queued events and conditions dropped")
+                continue
             try:
                 fn()
             except errors.ApiError as e:

@@ -60,6 +60,7 @@ class Scheduler:
         writer: EventSink | None,
         algorithm: Algorithm | None = None,
         nominator: Nominator | None = None,
+        snapshot: Snapshot | None = None,
         bind_workers: int = 16,
         dry_run: bool = False,
         observer: Observer | None = None,
@@ -103,6 +104,7 @@ class Scheduler:
             rng=rng,
             clock=clock,
             on_decision=on_decision,
+            snapshot=snapshot,
         )
 
     # The cycle owns these; the composition root swaps profiles on a config reload.

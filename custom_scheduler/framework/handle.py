@@ -1,9 +1,10 @@
 """The Handle given to plugins: the snapshot of the current cycle, the API client, namespaces.
 
 One implementation serves the daemon, ``explain`` and ``simulate``: they differ only in the
-snapshot they hand over and whether a client is present (offline: None). Collaborators that are
-built after the frameworks (the nominator, the event writer, the PDB lister) are attached by the
-composition root through plain attributes.
+snapshot they hand over and whether a client is present (offline: None). Every collaborator (the
+nominator's lister, the event sink, the PDB lister, the queue's activate, the fence) comes in
+through the constructor, so a handle is complete once built; the attributes stay assignable for
+unit tests that swap one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class SnapshotHandle:
         dra: DRAStore | None = None,
         metrics_sources: Sources | None = None,
         gangs: GangStore | None = None,
+        pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] | None = None,
+        nominated_lister: Callable[[str], Sequence[Pod]] | None = None,
+        event_sink: Callable[..., None] | None = None,
+        activator: Callable[[Sequence[Pod]], object] | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._profile = profile_name
@@ -49,13 +55,13 @@ class SnapshotHandle:
         self._metrics = metrics_sources if metrics_sources is not None else Sources()
         self._gangs = gangs if gangs is not None else GangStore()
         self.framework: Framework | None = None
-        self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = list
-        self.nominated_lister: Callable[[str], Sequence[Pod]] = lambda node: ()
-        self.event_sink: Callable[..., None] | None = None
-        # The queue's activate (the composition root wires it; offline: nothing to activate).
-        self.activator: Callable[[Sequence[Pod]], object] = lambda pods: None
+        self.pdb_lister: Callable[[], Sequence[PodDisruptionBudget]] = pdb_lister or list
+        self.nominated_lister: Callable[[str], Sequence[Pod]] = nominated_lister or (lambda node: ())
+        self.event_sink: Callable[..., None] | None = event_sink
+        # The queue's activate (offline: nothing to activate).
+        self.activator: Callable[[Sequence[Pod]], object] = activator or (lambda pods: None)
         # Never revoked unless the composition root hands in the elector's (App does).
-        self.fence: Fence = Fence()
+        self.fence: Fence = fence if fence is not None else Fence()
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self.snapshot.node_list

@@ -114,8 +114,11 @@ class Framework:
         handle: fi.Handle,
         *,
         percentage_of_nodes_to_score: int | None = None,
+        waiting: WaitingPodMap | None = None,
     ) -> None:
         self.profile_name = profile_name
+        if waiting is not None:  # else the default below: real clock, one timer thread
+            self.waiting = waiting
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._instances: dict[str, fi.Plugin] = {}

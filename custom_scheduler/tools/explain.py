@@ -32,6 +32,11 @@ Semantics worth knowing:
   workload: the Services, ReplicationControllers, ReplicaSets and StatefulSets of the cluster (or
   the snapshot) that select it, as in the daemon. A snapshot without those sections, or a kind the
   credentials may not list (a warning on stderr), leaves the pod without a workload.
+- **A gang member is explained alone**: for a pod of a PodGroup the report says which group, its
+  minCount, how many members exist and are placed, and whether GangScheduling's PreEnqueue barrier
+  holds the pod (then it is gated, as above). The node verdicts are this pod's own; the daemon
+  places the gang's queued members together and commits only a whole gang (``simulate`` shows a
+  gang's outcome).
 """
 
 from __future__ import annotations
@@ -47,15 +52,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from custom_scheduler import gang
 from custom_scheduler.app import build_frameworks
 from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
 from custom_scheduler.core.cycle import run_post_filter
-from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.gang import GangStore
 from custom_scheduler.framework.interface import PostFilterResult
 from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
 from custom_scheduler.model import Pod, pod_from_json
-from custom_scheduler.plugins import dynamic_resources
+from custom_scheduler.plugins import dynamic_resources, gang_scheduling
 from custom_scheduler.tools import render
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
@@ -128,6 +134,53 @@ class Gate:
         return {"plugin": self.plugin, "code": self.code, "message": self.message}
 
 
+@dataclass(frozen=True, slots=True)
+class GangNote:
+    """The PodGroup a pod belongs to, as GangScheduling sees it (``min_count`` None: the
+    PodGroup does not exist). ``held`` is the barrier's message when it keeps the pod out of the
+    queue; ``enabled`` whether the profile runs GangScheduling at all (else the pod goes alone)."""
+
+    key: str
+    api: str  # the PodGroup's apiVersion
+    min_count: int | None
+    members: int
+    placed: int
+    enabled: bool
+    held: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "api": self.api,
+            "minCount": self.min_count,
+            "members": self.members,
+            "placed": self.placed,
+            "gangScheduling": self.enabled,
+            "heldByBarrier": bool(self.held),
+            "barrierMessage": self.held,
+        }
+
+
+def gang_note(pod: Pod, fwk: Framework, gangs: GangStore, gate: Status | None) -> GangNote | None:
+    """What to say about ``pod``'s PodGroup (None: it names none). ``gate`` is PreEnqueue's
+    verdict on the pod: the barrier holds it when GangScheduling is the plugin that rejected it."""
+    api, key = gang.api_of(pod), gang.group_of(pod)
+    if api is None or key is None:
+        return None
+    pg = gangs.group_for(pod)
+    members = gangs.members(pg) if pg is not None else []
+    held = gate.message if gate is not None and not gate.is_success and gate.plugin == gang_scheduling.NAME else ""
+    return GangNote(
+        key=key,
+        api=gang.NATIVE_GROUP_VERSION if api == gang.NATIVE else gang.CRD_GROUP_VERSION,
+        min_count=pg.min_count if pg is not None else None,
+        members=len(members),
+        placed=len(gangs.placed(pg)) if pg is not None else 0,
+        enabled=fwk.pod_group is not None,
+        held=held,
+    )
+
+
 @dataclass(slots=True)
 class Explanation:
     pod: str
@@ -149,6 +202,8 @@ class Explanation:
     preemption: PreemptionPlan | None = None
     gate: Gate | None = None
     """Set when PreEnqueue rejects the pod: the daemon never attempts it, so nothing else is run."""
+    gang: GangNote | None = None
+    """Set for a pod of a PodGroup."""
 
     @property
     def schedulable(self) -> bool:
@@ -223,6 +278,7 @@ class Explanation:
             },
             "preemption": self.preemption.to_dict() if self.preemption else None,
             "gated": self.gate.to_dict() if self.gate else None,
+            "gang": self.gang.to_dict() if self.gang else None,
             "agreesWithBinding": self.agrees,
             "notes": list(self.notes),
             "error": self.error or None,
@@ -256,15 +312,21 @@ def offline_frameworks(
     state: ClusterState,
     snap: Snapshot,
     nominated: Callable[[str], Sequence[Pod]],
+    *,
+    gangs: GangStore | None = None,
+    event_sink: Callable[..., None] | None = None,
+    activator: Callable[[Sequence[Pod]], object] | None = None,
+    permit_clock: Callable[[], float] | None = None,
 ) -> dict[str, Framework]:
     """The daemon's frameworks (:func:`build_frameworks`) without an API client, reading ``snap``,
-    the state's namespaces, PDBs and workload selectors, and ``nominated`` (node -> pods nominated
-    there, the nominator's view).
+    the state's namespaces, PDBs, workload selectors and PodGroups (``gangs``, default: the
+    state's :meth:`~ClusterState.gang_store`), and ``nominated`` (node -> pods nominated there, the
+    nominator's view).
 
     Without a client no plugin can write; PostFilter only decides anyway (its victims are in its
     result, which the caller reports or carries out in memory).
     """
-    fwks = build_frameworks(
+    return build_frameworks(
         cfg.profiles,
         registry,
         snap,
@@ -273,13 +335,13 @@ def offline_frameworks(
         default_spread_selector=state.default_spread_selector(),
         volumes=state.volume_store(),
         dra=state.dra_store(),
+        gangs=gangs if gangs is not None else state.gang_store(),
+        pdb_lister=state.pdb_lister(),
+        nominated_lister=nominated,
+        event_sink=event_sink,
+        activator=activator,
+        permit_clock=permit_clock,
     )
-    pdbs = state.pdb_lister()
-    for f in fwks.values():
-        if isinstance(f.handle, SnapshotHandle):
-            f.handle.nominated_lister = nominated
-            f.handle.pdb_lister = pdbs
-    return fwks
 
 
 def preemption_plan(post: PostFilterResult | None) -> PreemptionPlan | None:
@@ -318,7 +380,9 @@ def explain_pod(
     cache = build_cache(state, exclude=(pod.uid, pod.key))
     snap = Snapshot()
     nominated: dict[str, list[Pod]] = {}
-    fwks = offline_frameworks(cfg, registry, state, snap, lambda node: list(nominated.get(node, ())))
+    # The pod is a member as explained (unbound): it replaces its own state copy.
+    gangs = state.gang_store([pod], is_placed=lambda uid: cache.get_pod(uid) is not None)
+    fwks = offline_frameworks(cfg, registry, state, snap, lambda node: list(nominated.get(node, ())), gangs=gangs)
     fwk, note = choose_profile(fwks, pod, profile)
     nominated.update(nominated_pods(state, fwks, exclude=pod.uid))
     cache.update_snapshot(snap)
@@ -335,6 +399,7 @@ def explain_pod(
     if note:
         ex.notes.append(note)
     pre = fwk.run_pre_enqueue(pod)
+    ex.gang = gang_note(pod, fwk, gangs, pre)
     if not pre.is_success:
         # The daemon's queue would hold the pod back: no attempt, so no node verdicts either.
         ex.gate = Gate(pre.plugin, code_name(pre.code), pre.message)

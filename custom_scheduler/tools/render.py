@@ -143,16 +143,24 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
         out.append("")
         out.extend(wrap_text(f"Error: {d['error']}", width, "  ", first=""))
         return "\n".join(out) + "\n"
+    if d.get("gang"):
+        out.append("")
+        out.extend(gang_lines(d["gang"], width))
     gate = d.get("gated")
     if gate:
         out.append("")
         out.append("Result: gated (not attempted)")
         out.extend(wrap_text(gate["message"], width, "  "))
+        until = (
+            "its PodGroup exists and has minCount members (a PodGroup created, its minCount lowered, or "
+            "a member created)"
+            if gate["plugin"] == "GangScheduling"
+            else "the pod is updated so that it passes (for SchedulingGates: every gate removed)"
+        )
         out.extend(
             wrap_text(
                 f"PreEnqueue plugin {gate['plugin']} keeps the pod out of the scheduling queue: the scheduler "
-                "makes no attempt (no event, no PodScheduled condition) until the pod is updated so that "
-                "it passes (for SchedulingGates: every gate removed).",
+                f"makes no attempt (no event, no PodScheduled condition) until {until}.",
                 width,
                 "  ",
                 first="",
@@ -244,6 +252,27 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
     return "\n".join(out) + "\n"
 
 
+def gang_lines(g: Mapping[str, Any], width: int = WIDTH) -> list[str]:
+    """The explanation's PodGroup paragraph: the group, its quorum, and the barrier."""
+    if g["minCount"] is None:
+        line = f"Gang: pod group {g['key']} ({g['api']}) does not exist"
+    else:
+        line = (
+            f"Gang: pod group {g['key']} ({g['api']}), minCount {g['minCount']}: "
+            f"{plural(g['members'], 'member')} exist, {g['placed']} placed"
+        )
+    if not g["gangScheduling"]:
+        line += "; the profile does not enable GangScheduling, so the pod is scheduled alone"
+    elif g["heldByBarrier"]:
+        line += "; the PreEnqueue barrier holds the pod"
+    else:
+        line += (
+            "; the barrier lets it in. The verdicts below are this pod's own: the scheduler places the "
+            "gang's queued members together and commits only if minCount of them can be placed"
+        )
+    return wrap_text(line + ".", width)
+
+
 def _top_word(res: Mapping[str, Any]) -> str:
     return "among the top-scored nodes" if len(res.get("ties") or []) > 1 else "the chosen node"
 
@@ -318,7 +347,8 @@ def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
         f"profile {d['profile']}, seed {d['seed']}: {s['placed']} placed, {s['unschedulable']} unschedulable"
         + (f", {s['errors']} errors" if s["errors"] else "")
         + (f", {s.get('preempted', 0)} preempted" if s.get("preempted") else "")
-        + (f", {s['gated']} gated" if s.get("gated") else ""),
+        + (f", {s['gated']} gated" if s.get("gated") else "")
+        + (f", {s['waiting']} waiting" if s.get("waiting") else ""),
         width,
     )
     if d["placements"]:
@@ -343,6 +373,29 @@ def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
         out.append("")
         out.append("Gated (held back by PreEnqueue: never attempted)")
         for u in d["gatedPods"]:
+            out.append(f"  {u['pod']}")
+            out.extend(wrap_text(u["message"], width, "      "))
+    if d.get("groups"):
+        out.append("")
+        out.append("Pod groups (all or nothing: a gang is placed whole or not at all)")
+        rows = [
+            [
+                g["key"],
+                g["api"],
+                "-" if g["minCount"] is None else g["minCount"],
+                f"{g['placed']}/{g['members']}",
+                g["result"],
+            ]
+            for g in d["groups"]
+        ]
+        out.extend(table(["GROUP", "API", "MIN", "PLACED", "RESULT"], rows, right=(2, 3), shrink=0, width=width))
+        for g in (g for g in d["groups"] if g["message"]):
+            out.append(f"  {g['key']}")
+            out.extend(wrap_text(g["message"], width, "      "))
+    if d.get("waitingPods"):
+        out.append("")
+        out.append("Waiting at Permit (assumed, not bound, when the simulation ended)")
+        for u in d["waitingPods"]:
             out.append(f"  {u['pod']}")
             out.extend(wrap_text(u["message"], width, "      "))
     if d.get("preempted"):
@@ -428,6 +481,19 @@ def simulation_html(d: Mapping[str, Any]) -> str:
                 f'<td class="num">{p["attempts"]}</td></tr>'
             )
         parts.append("</table>")
+    if d.get("groups"):
+        parts.append(
+            "<h2>Pod groups</h2><table><tr><th>Group</th><th>API</th><th>minCount</th><th>Placed</th>"
+            "<th>Result</th><th>Message</th></tr>"
+        )
+        for g in d["groups"]:
+            parts.append(
+                f"<tr><td>{e(g['key'])}</td><td>{e(g['api'])}</td>"
+                f'<td class="num">{"" if g["minCount"] is None else g["minCount"]}</td>'
+                f'<td class="num">{g["placed"]}/{g["members"]}</td><td>{e(g["result"])}</td>'
+                f"<td>{e(g['message'])}</td></tr>"
+            )
+        parts.append("</table>")
     if d.get("preempted"):
         parts.append("<h2>Preempted</h2><table><tr><th>Pod</th><th>Node</th><th>For</th></tr>")
         parts.extend(
@@ -437,6 +503,7 @@ def simulation_html(d: Mapping[str, Any]) -> str:
     for title, key in (
         ("Unschedulable pods", "unschedulablePods"),
         ("Gated pods (never attempted)", "gatedPods"),
+        ("Waiting at Permit", "waitingPods"),
         ("Errors", "errorPods"),
     ):
         if d.get(key):

@@ -3,8 +3,9 @@
 A :class:`ClusterState` holds the raw API objects (JSON dicts) the scheduler's informers would see:
 nodes, the assigned non-terminal pods, namespaces (for affinity ``namespaceSelector``),
 PriorityClasses (to resolve ``priorityClassName`` of pods read from files, which admission has not
-seen), PDBs, and the Services, ReplicationControllers, ReplicaSets and StatefulSets whose selectors
-make PodTopologySpread's system default constraints. :func:`build_cache` turns it into the daemon's
+seen), PDBs, the Services, ReplicationControllers, ReplicaSets and StatefulSets whose selectors
+make PodTopologySpread's system default constraints, and the PodGroups of both gang APIs
+(:meth:`ClusterState.gang_store` gives GangScheduling its store). :func:`build_cache` turns it into the daemon's
 :class:`~custom_scheduler.core.cache.Cache`, exactly as the pod and node informers would fill it, so
 offline tools see what the daemon sees.
 
@@ -24,6 +25,8 @@ offline tools see what the daemon sees.
     resourceSlices: [...]          # DRA: the devices drivers publish, DeviceClasses and
     deviceClasses: [...]           # ResourceClaims (allocated ones mark their devices used)
     resourceClaims: [...]
+    podGroups: [...]               # PodGroups of scheduling.k8s.io/v1beta1 and of scheduler-plugins'
+                                   # scheduling.x-k8s.io/v1alpha1 (told apart by apiVersion)
 
 Every section is optional: a snapshot written before the workload sections existed still loads, and
 its pods are then spread as if no workload selected them.
@@ -48,8 +51,9 @@ from typing import Any
 
 import yaml
 
-from custom_scheduler import labels
+from custom_scheduler import gang, labels
 from custom_scheduler.core.cache import Cache
+from custom_scheduler.framework.gang import GangStore
 from custom_scheduler.model import Pod, PodDisruptionBudget, node_from_json, pdb_from_json, pod_from_json
 
 EXIT_OK = 0
@@ -89,6 +93,10 @@ _DRA_SECTIONS = {
     "resourceClaims": "ResourceClaim",
 }
 _DRA_KINDS = frozenset(_DRA_SECTIONS.values())
+#: Both PodGroup APIs share the kind; ``apiVersion`` says which (:func:`parse_pod_group`).
+_POD_GROUP_KIND = "PodGroup"
+#: Where each PodGroup API is listed, and the apiVersion its (kind-less) list items get.
+_POD_GROUP_APIS = ((gang.NATIVE_PATH, gang.NATIVE_GROUP_VERSION), (gang.CRD_PATH, gang.CRD_GROUP_VERSION))
 _SECTION_KINDS = {
     "nodes": "Node",
     "pods": "Pod",
@@ -98,6 +106,7 @@ _SECTION_KINDS = {
     **_WORKLOAD_SECTIONS,
     **_STORAGE_SECTIONS,
     **_DRA_SECTIONS,
+    "podGroups": _POD_GROUP_KIND,
 }
 #: apiVersion of the kinds not in the core group (the rest are ``v1``).
 _API_VERSIONS = {
@@ -141,6 +150,7 @@ class ClusterState:
     workloads: list[JSONDict] = field(default_factory=list)  # Services, RCs, ReplicaSets, StatefulSets
     storage: list[JSONDict] = field(default_factory=list)  # PVs, PVCs, StorageClasses, CSI objects
     dra: list[JSONDict] = field(default_factory=list)  # ResourceSlices, DeviceClasses, ResourceClaims
+    pod_groups: list[JSONDict] = field(default_factory=list)  # PodGroups of both APIs
     source: str = ""
     warnings: list[str] = field(default_factory=list)  # what could not be read (the tools print them)
 
@@ -201,6 +211,43 @@ class ClusterState:
             store.put(kind, by_kind[kind](_in_default_namespace(doc) if kind == "ResourceClaim" else doc))
         return store
 
+    def gang_store(
+        self,
+        extra: Iterable[Pod] = (),
+        *,
+        is_placed: Callable[[str], bool] | None = None,
+        pending: bool = True,
+    ) -> GangStore:
+        """A :class:`~custom_scheduler.framework.gang.GangStore` of this state's PodGroups and
+        their member pods, as the daemon's PodGroup and pod informers fill it (GangScheduling's
+        barrier counts members, its quorum counts placed ones).
+
+        ``extra`` are pods the tool adds (the pod ``explain`` explains, the pods ``simulate``
+        places); each replaces a state pod with its UID or ``namespace/name``, so a pod is never
+        a member twice. ``pending``: whether the state's unassigned pods are members too (explain:
+        yes, the daemon's queue holds them; simulate: no, it places only its pods file).
+        ``is_placed`` is the cache's "assumed or bound" (bound pods count by their nodeName).
+        Malformed PodGroups are skipped, as the informer skips them (:func:`load_cluster`
+        refuses them in a file).
+        """
+        store = GangStore(is_placed=is_placed)
+        for doc in self.pod_groups:
+            pg = parse_pod_group(doc)
+            if not isinstance(pg, gang.GroupError):
+                store.put(pg)
+        added = list(extra)
+        taken = {p.uid for p in added} | {p.key for p in added}
+        docs = self.assigned_pods() + (self.pending_pods() if pending else [])
+        for doc in docs:
+            if not _may_name_pod_group(doc):
+                continue  # most pods: not parsed a second time (the cache parses them too)
+            pod = state_pod(doc, self.priority_classes)
+            if pod.pod_group and pod.uid not in taken and pod.key not in taken:
+                store.member_added(pod)
+        for pod in added:
+            store.member_added(pod)
+        return store
+
     def default_spread_selector(self) -> Callable[[Pod], labels.Selector | None]:
         """The Handle's workload-selector lookup over this state's Services, ReplicationControllers,
         ReplicaSets and StatefulSets: without it PodTopologySpread's system default constraints
@@ -218,6 +265,12 @@ def _meta(doc: Mapping[str, Any]) -> dict[str, Any]:
 def _spec(doc: Mapping[str, Any]) -> dict[str, Any]:
     s = doc.get("spec")
     return s if isinstance(s, dict) else {}
+
+
+def _may_name_pod_group(doc: Mapping[str, Any]) -> bool:
+    """A cheap pre-check on a pod's JSON: whether either membership field is there at all
+    (:func:`~custom_scheduler.model.pod_from_json` decides which group it names)."""
+    return bool(_spec(doc).get("schedulingGroup")) or gang.POD_GROUP_LABEL in (_meta(doc).get("labels") or {})
 
 
 def _in_default_namespace(doc: JSONDict) -> JSONDict:
@@ -249,15 +302,35 @@ def build_cache(state: ClusterState, *, exclude: Iterable[str] = ()) -> Cache:
     for doc in state.nodes:
         cache.add_node(node_from_json(doc))
     for raw in state.assigned_pods():
-        try:
-            doc = resolve_priority(raw, state.priority_classes)
-        except ToolError:
-            doc = raw  # an unknown class: admission would have refused it; priority 0 as written
-        pod = to_pod(doc)
+        pod = state_pod(raw, state.priority_classes)
         if pod.uid in skip or pod.key in skip:
             continue
         cache.add_pod(pod)
     return cache
+
+
+def state_pod(raw: JSONDict, priority_classes: Iterable[Mapping[str, Any]]) -> Pod:
+    """A pod of the cluster state as the informers would give it (priority resolved, UID
+    defaulted), the same object for the cache and the gang store, so a UID matches in both."""
+    try:
+        doc = resolve_priority(raw, priority_classes)
+    except ToolError:
+        doc = raw  # an unknown class: admission would have refused it; priority 0 as written
+    return to_pod(doc)
+
+
+def parse_pod_group(doc: Mapping[str, Any]) -> gang.PodGroup | gang.GroupError:
+    """A PodGroup of either API, by its ``apiVersion`` (the kind is the same). One written
+    without an apiVersion is a native group when it has ``spec.schedulingPolicy`` (the CRD has no
+    such field), else a scheduler-plugins one."""
+    api_version = str(doc.get("apiVersion") or "")
+    if api_version.startswith("scheduling.x-k8s.io/"):
+        return gang.parse_crd(doc)
+    if api_version.startswith("scheduling.k8s.io/"):
+        return gang.parse_native(doc)
+    if api_version:
+        return gang.GroupError(pod_key(doc), f"unknown PodGroup apiVersion {api_version!r}")
+    return gang.parse_native(doc) if "schedulingPolicy" in _spec(doc) else gang.parse_crd(doc)
 
 
 def to_pod(doc: Mapping[str, Any], *, default_uid: str = "") -> Pod:
@@ -378,6 +451,11 @@ def load_cluster(path: str) -> ClusterState:
             state.storage.append(obj)
         elif kind in _DRA_KINDS:
             state.dra.append(obj)
+        elif kind == _POD_GROUP_KIND:
+            pg = parse_pod_group(_in_default_namespace(obj))
+            if isinstance(pg, gang.GroupError):
+                raise ToolError(f"cluster snapshot {path}: {pg}")
+            state.pod_groups.append(_in_default_namespace(obj))
     if not state.nodes:
         raise ToolError(f"cluster snapshot {path}: no Node objects found")
     names = [_meta(n)["name"] for n in state.nodes]
@@ -458,7 +536,34 @@ def fetch_live(client: Any) -> ClusterState:
     _fetch_workloads(client, state)
     _fetch_storage(client, state)
     _fetch_dra(client, state)
+    _fetch_pod_groups(client, state)
     return state
+
+
+def _fetch_pod_groups(client: Any, state: ClusterState) -> None:
+    """Add the PodGroups of both APIs. An API the server does not serve (404: a server before
+    1.37 or without the GenericWorkload gate, or no scheduler-plugins CRD) is skipped silently, as
+    the daemon's informers wait for it; another failure (RBAC) is a warning, since GangScheduling
+    then sees no group and holds its members back. Malformed groups are warned about and skipped,
+    as the informers skip them."""
+    from custom_scheduler.kube import errors as kerrors
+
+    for path, api_version in _POD_GROUP_APIS:
+        try:
+            items = list_all(client, path)
+        except kerrors.NotFound:
+            continue
+        except kerrors.KubeError as e:
+            state.warnings.append(f"cannot list {api_version} podgroups ({e}); GangScheduling sees none of them")
+            continue
+        for o in items:
+            o.setdefault("kind", _POD_GROUP_KIND)
+            o.setdefault("apiVersion", api_version)
+            pg = parse_pod_group(o)
+            if isinstance(pg, gang.GroupError):
+                state.warnings.append(f"skipped a malformed {api_version} {pg}")
+                continue
+            state.pod_groups.append(o)
 
 
 def _fetch_dra(client: Any, state: ClusterState) -> None:
@@ -647,6 +752,10 @@ def snapshot_document(state: ClusterState) -> JSONDict:
         **_workload_sections(state),
         **_storage_sections(state),
         **_dra_sections(state),
+        "podGroups": sorted(
+            (strip_storage(o) for o in state.pod_groups),
+            key=lambda o: (str(o.get("apiVersion", "")), _meta(o).get("namespace", ""), _meta(o).get("name", "")),
+        ),
     }
 
 
@@ -763,7 +872,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         print(
             f"wrote {args.output}: {len(doc['nodes'])} nodes, {len(doc['pods'])} pods, "
             f"{len(doc['namespaces'])} namespaces, {len(doc['priorityClasses'])} priority classes, "
-            f"{sum(len(doc[s]) for s in _WORKLOAD_SECTIONS)} workloads",
+            f"{sum(len(doc[s]) for s in _WORKLOAD_SECTIONS)} workloads, {len(doc['podGroups'])} pod groups",
             file=sys.stderr,
         )
     return EXIT_OK

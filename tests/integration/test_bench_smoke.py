@@ -11,6 +11,7 @@ on a quiet machine.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -63,6 +64,7 @@ def test_every_workload_binds_its_measured_pods_without_violations(suite: dict[s
         ("Unschedulable", workloads.PENDING_CHECKS),
         ("SchedulingWithMixedChurn", workloads.PENDING_CHECKS),
         ("SchedulingBasic", workloads.CHECKS),
+        ("gangs", workloads.GANG_CHECKS),
     ],
 )
 def test_workload_specific_checks_are_run(suite: dict[str, Any], name: str, checks: tuple[str, ...]) -> None:
@@ -234,3 +236,111 @@ def test_dra_placement_checks_catch_each_violation() -> None:
     gpods[2]["metadata"]["uid"] = "uid-x"
     got = workloads.placement(wl.nodes, pods, claims, wl.slices)["violations"]
     assert (got["dra_wrong_node"], got["dra_unallocated"]) == (1, 0)
+
+
+def test_gangs_smoke_size_binds_every_gang_whole(control_plane: ControlPlane) -> None:
+    """The gangs workload's smoke size (4 gangs of 4 and 1 of 10 on 20 nodes, our scheduler with its
+    GangScheduling plugin): the probe's incomplete gang is held back until its last member exists,
+    then every gang is bound whole and none stays partly bound beyond the limit."""
+    opts = bench_run.Options(nodes=20, pods=26, workload="gangs", schedulers=["custom"], stall=15.0, gangs="4x4,1x10")
+    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
+    r = report["results"]["custom"]
+    assert r["bound"] == r["pods"] == 26, r.get("log_tail", "")
+    assert r["gang_probe"]["held"], r["gang_probe"]
+    assert r["gang_probe"]["completed"], r["gang_probe"]
+    gangs = r["gangs"]
+    assert (gangs["gangs"], gangs["gangs_whole"]) == (5, 5)
+    assert {size: v["whole"] for size, v in gangs["by_size"].items()} == {"4": 4, "10": 1}
+    assert 0 <= gangs["partial_max_s"] <= opts.gang_partial_limit_s
+    assert gangs["time_to_all_bound_max_s"] >= gangs["time_to_all_bound_p50_s"] > 0
+    assert r["placement"]["violations_total"] == 0, r["placement"]["violations"]
+    table = bench_run.render_table(report["results"], opts)
+    assert "gang time to all bound p99 (s)" in table
+
+
+@pytest.mark.parametrize(
+    ("pods", "want"),
+    [
+        pytest.param(1800, ((100, 8), (10, 100)), id="full-size"),
+        pytest.param(900, ((50, 8), (5, 100)), id="half"),
+        pytest.param(180, ((10, 8), (1, 100)), id="one-large"),
+        pytest.param(40, ((2, 8), (1, 22)), id="smoke-large-shrinks"),
+    ],
+)
+def test_gang_mix_keeps_the_two_shapes(pods: int, want: tuple[tuple[int, int], ...]) -> None:
+    assert workloads.gang_mix(pods) == want
+    wl = workloads.gangs(10, pods, "g")
+    members = wl.gang_members()
+    assert sorted(len(v) for v in members.values()) == sorted(size for n, size in want for _ in range(n))
+    for pg in wl.pod_groups:
+        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == len(members[pg["metadata"]["name"]])
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("100x8,10x100", ((100, 8), (10, 100))), ("4x4, 1x10", ((4, 4), (1, 10))), ("", ())],
+)
+def test_parse_gang_mix(text: str, want: tuple[tuple[int, int], ...]) -> None:
+    assert workloads.parse_gang_mix(text) == want
+
+
+@pytest.mark.parametrize("text", ["8", "x8", "0x8", "4x0", "4y8"])
+def test_parse_gang_mix_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="COUNTxSIZE"):
+        workloads.parse_gang_mix(text)
+
+
+#: (created, bound) per member, on one clock; the report is judged at END with LIMIT.
+END, LIMIT = 100.0, 5.0
+
+
+@pytest.mark.parametrize(
+    ("members", "whole", "partial_max", "span_max", "violations"),
+    [
+        pytest.param(
+            {"a": [(0.0, 1.0), (0.5, 1.2)], "b": [(2.0, 3.0), (2.1, 3.1), (2.2, 3.3)]},
+            2,
+            0.3,
+            1.3,
+            {"gang_incomplete": 0, "gang_partial_too_long": 0},
+            id="all-or-nothing",
+        ),
+        pytest.param(
+            {"a": [(0.0, 1.0), (0.5, 9.0)]},
+            1,
+            8.0,
+            9.0,
+            {"gang_incomplete": 0, "gang_partial_too_long": 1},
+            id="whole-but-partial-too-long",
+        ),
+        pytest.param(
+            {"a": [(0.0, 1.0), (0.5, None)], "b": [(0.0, None)]},
+            0,
+            99.0,
+            None,
+            {"gang_incomplete": 2, "gang_partial_too_long": 1},
+            id="one-partial-to-the-end-one-unbound",
+        ),
+    ],
+)
+def test_gang_report_judges_each_gang(
+    members: dict[str, list[tuple[float, float | None]]],
+    whole: int,
+    partial_max: float,
+    span_max: float | None,
+    violations: dict[str, int],
+) -> None:
+    """Time to all bound is first member created -> last member bound; a gang still partial at the
+    end counts as partial until then."""
+    names = {g: [f"{g}-{i}" for i in range(len(ms))] for g, ms in members.items()}
+    created = {f"{g}-{i}": c for g, ms in members.items() for i, (c, _) in enumerate(ms)}
+    bound = {f"{g}-{i}": b for g, ms in members.items() for i, (_, b) in enumerate(ms) if b is not None}
+    got = workloads.gang_report(workloads.gang_times(names, created, bound), END, LIMIT)
+    assert got["gangs"] == len(members)
+    assert got["gangs_whole"] == whole
+    assert got["partial_max_s"] == pytest.approx(partial_max)
+    if span_max is None:
+        assert math.isnan(got["time_to_all_bound_max_s"])
+    else:
+        assert got["time_to_all_bound_max_s"] == pytest.approx(span_max)
+    assert got["violations"] == violations

@@ -66,8 +66,9 @@ def test_native_and_crd_groups_reach_the_store(
 
     kube.post(_groups(namespace, "native"), make_pod_group("train", namespace, min_count=4).topology("rack").obj())
     g = _until("the native group in the store", lambda: store.get(f"{namespace}/train", "native"))
-    # schedulingConstraints is dropped by the server: TopologyAwareWorkloadScheduling is alpha, off.
-    assert (g.min_count, g.gang, g.topology_key, g.api) == (4, True, None, "native")
+    # schedulingConstraints reaches us: the test control plane enables the alpha gate
+    # TopologyAwareWorkloadScheduling (off by default, when the server drops the field).
+    assert (g.min_count, g.gang, g.topology_key, g.api) == (4, True, "rack", "native")
     assert GangChange("PodGroupAdd", "native", f"{namespace}/train") in changes
 
     # minCount is mutable: a lower one is an update that may release held members.

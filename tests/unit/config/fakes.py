@@ -62,6 +62,11 @@ class InterPodAffinityArgs:
     hard_pod_affinity_weight: int = 1
 
 
+@dataclass(frozen=True, slots=True)
+class GangSchedulingArgs:
+    permit_timeout_seconds: int = 300
+
+
 def _check_keys(raw: Mapping[str, Any], allowed: set[str], path: str, errors: list[FieldError]) -> None:
     errors.extend(FieldError(f"{path}.{k}", f'unknown field "{k}"') for k in raw if k not in allowed)
 
@@ -104,6 +109,14 @@ def parse_inter_pod_affinity(raw: Mapping[str, Any] | None, path: str) -> InterP
     if not 0 <= weight <= 100:
         raise ConfigError(f"must be 0-100, got {weight}", f"{path}.hardPodAffinityWeight")
     return InterPodAffinityArgs(weight)
+
+
+def parse_gang(raw: Mapping[str, Any] | None, path: str) -> GangSchedulingArgs:
+    errors: list[FieldError] = []
+    _check_keys(raw or {}, {"permitTimeoutSeconds"}, path, errors)
+    if errors:
+        raise ConfigError(errors)
+    return GangSchedulingArgs(int((raw or {}).get("permitTimeoutSeconds", 300)))
 
 
 class Opaque:
@@ -151,6 +164,7 @@ PLUGINS: dict[str, tuple[tuple[str, ...], Any]] = {
     "ImageLocality": (("score",), None),
     "DefaultBinder": (("bind",), None),
     # Not defaults:
+    "GangScheduling": (("pre_enqueue", "permit"), parse_gang),
     "CustomScore": (("score",), None),
     "FifoSort": (("less",), None),
     "Gatekeeper": (("reserve", "unreserve", "permit"), parse_opaque),

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from custom_scheduler.core.events import Writer, micro_time, truncate_note
-from tests.builders import make_pod
+from custom_scheduler.fence import Fence
+from tests.builders import make_crd_pod_group, make_pod
 
 
 class FakeClient:
@@ -80,3 +81,48 @@ def test_dry_run_writes_nothing() -> None:
     w.flush(timeout=0.5)
     w.stop()
     assert client.calls == []
+
+
+def test_writes_queued_before_leadership_was_lost_are_dropped() -> None:
+    """Events and conditions queued while leading are not written once the fence is revoked:
+    the next leader reports on these pods; a stale leader's FailedScheduling would contradict it."""
+    client = FakeClient()
+    fence = Fence()
+    w = Writer(client, fence=fence)  # type: ignore[arg-type]
+    pod = make_pod().build()
+    w.event(pod, type_="Normal", reason="Scheduled", action="Binding", note="before")
+    w.pod_condition(pod, status="False", reason="Unschedulable", message="queued")
+    fence.revoke("test: Lease taken")
+    w.start()
+    w.flush(timeout=5)
+    w.stop()
+    assert client.calls == []
+    assert w.fenced_writes == 2
+
+
+def test_a_group_event_names_its_object() -> None:
+    client = FakeClient()
+    w = Writer(client)  # type: ignore[arg-type]
+    w.start()
+    group = make_crd_pod_group("train", "ml", min_member=4).build()
+    w.event(
+        group,
+        type_="Warning",
+        reason="FailedScheduling",
+        action="Scheduling",
+        note="pod group is unschedulable",
+        kind="PodGroup",
+        api_version="scheduling.x-k8s.io/v1alpha1",
+    )
+    w.flush(timeout=5)
+    w.stop()
+    ((method, path, body),) = client.calls
+    assert (method, path) == ("POST", "/apis/events.k8s.io/v1/namespaces/ml/events")
+    assert body["regarding"] == {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "namespace": "ml",
+        "name": "train",
+        "uid": group.uid,
+        "resourceVersion": group.resource_version,
+    }
