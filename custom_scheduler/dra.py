@@ -29,8 +29,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import cel
-
 from custom_scheduler import labels as sel
 from custom_scheduler import quantity
 
@@ -366,6 +364,10 @@ class CELCache:
         if got is not None:
             return got
         try:
+            # Imported on first use: the package loads its interactive CLI (prompt_toolkit) on
+            # import, ~0.1 s of every start-up that clusters without DRA would pay for nothing.
+            import cel
+
             c = Compiled(cel.compile(expr), "", tuple(sorted(set(_DOMAIN_LOOKUP.findall(expr)))))
         except Exception as e:  # the library raises ValueError; anything else is as bad
             c = Compiled(None, _first_line(str(e)) or type(e).__name__, ())

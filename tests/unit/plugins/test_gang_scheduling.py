@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -181,3 +182,48 @@ def test_registered_but_not_in_the_default_profile() -> None:
         header + "profiles: [{schedulerName: s, plugins: {multiPoint: {enabled: [{name: GangScheduling}]}}}]\n", reg
     )
     assert gs.NAME in enabled.profiles[0].plugin_names()
+
+
+# --- the group cycle's verdict (placement_feasible) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("min_count", "members", "placed_before", "cycle_size", "tried", "placed", "want"),
+    [
+        # 4 of 4 in the cycle, all placed: commit.
+        pytest.param(4, 4, 0, 4, 4, 4, Code.SUCCESS, id="whole-gang-placed"),
+        # Half way with enough still to try: go on.
+        pytest.param(4, 4, 0, 4, 2, 2, Code.WAIT, id="half-way"),
+        # One failed of 4 with minCount 4: nothing can make it, stop at once.
+        pytest.param(4, 4, 0, 4, 1, 0, Code.UNSCHEDULABLE, id="one-failed-no-spare"),
+        # 5 members, minCount 4: one failure is affordable.
+        pytest.param(4, 5, 0, 5, 2, 1, Code.WAIT, id="spare-member"),
+        # All tried, one member outside the cycle (gated, not yet queued): wait at Permit for it.
+        pytest.param(3, 3, 0, 2, 2, 2, Code.WAIT, id="member-still-to-come"),
+        # Members bound earlier count: a late member of a running gang is placed on its own.
+        pytest.param(2, 3, 2, 1, 1, 1, Code.SUCCESS, id="gang-already-running"),
+    ],
+)
+def test_placement_feasible(
+    min_count: int, members: int, placed_before: int, cycle_size: int, tried: int, placed: int, want: Code
+) -> None:
+    pods = _members(members)
+    # The store's "placed" view: members bound before the cycle plus this cycle's assumptions.
+    done = frozenset(p.uid for p in pods[: placed_before + placed])
+    plugin, _ = _plugin(make_pod_group("g", "ns", min_count=min_count), pods, placed=done)
+    key = plugin.group_of(pods[0])
+    assert key == "native:ns/g"
+    st = plugin.placement_feasible(key, cycle_size=cycle_size, tried=tried, placed=placed)
+    assert st.code is want, st.message
+
+
+def test_a_basic_group_schedules_its_pods_alone() -> None:
+    pods = _members(2)
+    plugin, _ = _plugin(make_pod_group("g", "ns").basic(), pods)
+    assert plugin.group_of(pods[0]) is None
+
+
+def test_a_preempted_members_mates_go_with_it() -> None:
+    pods = [dataclasses.replace(p, node_name="n1") for p in _members(3)]  # a running gang
+    plugin, _ = _plugin(make_pod_group("g", "ns", min_count=3), pods)
+    assert sorted(p.name for p in plugin.group_mates(pods[0])) == ["m1", "m2"]
