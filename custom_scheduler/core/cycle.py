@@ -490,8 +490,9 @@ class SchedulingCycle:
                 self.nominator.remove(c)
             self.nominator.add(pod, node)
             self.evictor.start(pod, node, post.victims, post.cleared_nominations)
-        elif pod.nominated_node_name:
-            # Nothing can make room: the pod should not keep a nomination it cannot use.
+        elif post.clear_nomination:
+            # Nothing can make room: the pod should not keep a nomination it cannot use. (Other
+            # failures keep it: waiting for its victims to terminate is one.)
             self.nominator.remove(pod)
             self.evictor.clear_nominations([pod])
         return post

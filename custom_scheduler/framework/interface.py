@@ -112,6 +112,9 @@ class PostFilterResult:
     victims: tuple[Pod, ...] = ()
     cleared_nominations: tuple[Pod, ...] = ()
     num_pdb_violations: int = 0
+    clear_nomination: bool = False
+    """The pod's own nomination can no longer work (no candidate anywhere): drop it. Any other
+    failure keeps it, e.g. while the victims of an earlier preemption are still terminating."""
 
 
 @runtime_checkable

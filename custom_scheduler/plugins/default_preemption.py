@@ -164,9 +164,12 @@ class DefaultPreemption:
             errs = [s for s in out.values() if s.code is Code.ERROR]
             if errs:
                 return _error(MESSAGE_PREFIX + "; ".join(s.message for s in errs))
-            # Nothing can make room: the pod should not keep a nomination it cannot use (the
-            # scheduler clears it: an unschedulable result with no node clears the nomination).
-            return _unschedulable(failure_message(pod, len(nodes), out))
+            # Nothing can make room: the pod should not keep a nomination it cannot use (upstream's
+            # result with an empty nominated node in override mode; the scheduler clears it).
+            msg = failure_message(pod, len(nodes), out)
+            return PostFilterResult(
+                Status(Code.UNSCHEDULABLE, (msg,), NAME), message=msg, clear_nomination=bool(pod.nominated_node_name)
+            )
 
         best = selection.pick_one_node(candidates)
         if best is None:  # pragma: no cover - candidates is not empty

@@ -10,6 +10,7 @@ preemption's result reaches the nominator and the evictor port.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -353,3 +354,28 @@ def test_rng_is_the_cycles() -> None:
     e = env()
     state: Callable[[], CycleState] = e.sched.cycle.new_state
     assert state().rng is e.sched.cycle.rng is e.sched.algorithm.rng
+
+
+def test_a_preemptor_waiting_for_its_victims_keeps_its_nomination() -> None:
+    """The victim is still terminating (DisruptionTarget, deletionTimestamp): the preemptor does
+    not fit yet and may not preempt again, but its nomination (the room it is owed) stays."""
+    e = env(nodes=1)
+    victim = dataclasses.replace(
+        make_pod("low").priority(1).req(cpu="4").node("n0").terminating().build(), disruption_target=True
+    )
+    e.sched.on_pod_add(victim)
+    high = make_pod("high").priority(100).req(cpu="2").nominated("n0").build()
+    e.sched.on_pod_add(high)
+    e.run_one()
+    assert e.sched.nominator.node_of(high.uid) == "n0"
+    assert e.evictor.started == []
+    assert e.evictor.cleared == []
+
+
+def test_a_nomination_that_can_never_work_is_cleared() -> None:
+    e = env(nodes=1)
+    big = make_pod("big").priority(100).req(cpu="64").nominated("n0").build()
+    e.sched.on_pod_add(big)
+    e.run_one()
+    assert e.sched.nominator.node_of(big.uid) is None
+    assert e.evictor.cleared == [big.key]
