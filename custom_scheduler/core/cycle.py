@@ -100,6 +100,8 @@ class SchedulingCycle:
         self.nominator = nominator
         self.events = events
         self.binding = binding
+        # One place records failures and requeues, for both cycles.
+        self.fail = binding.fail
         self.evictor: Evictor = evictor if evictor is not None else NoEvictor()
         self.rng = rng if rng is not None else random.Random()
         self.algorithm = algorithm or Algorithm()
@@ -496,15 +498,3 @@ class SchedulingCycle:
             self.nominator.remove(pod)
             self.evictor.clear_nominations([pod])
         return post
-
-    def fail(
-        self,
-        fwk: Framework,
-        qpi: q.QueuedPodInfo,
-        cycle: int,
-        reason: str,
-        message: str,
-        *,
-        nominated: str | None = None,
-    ) -> None:
-        self.binding.fail(fwk, qpi, cycle, reason, message, nominated=nominated)

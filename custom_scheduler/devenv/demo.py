@@ -38,6 +38,7 @@ from custom_scheduler.kube.client import KubeClient
 NAMESPACE = "demo"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 PRIORITY_TAINT = {"key": "demo/priority", "value": "true", "effect": "NoSchedule"}
+ML_TAINT = {"key": "demo/ml", "value": "true", "effect": "NoSchedule"}
 
 DEMO_CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -53,6 +54,7 @@ profiles:
       - {name: AcceleratorIsolation, weight: 5}
       - {name: NodePools}
       - {name: NodeLoad, weight: 5}
+      - {name: GangScheduling}
   pluginConfig:
   - name: AcceleratorIsolation
     args: {resources: [nvidia.com/gpu], mode: Filter}
@@ -74,6 +76,7 @@ SCENARIOS = {
     "gpu": "GPU pods packed on one GPU node; ordinary pods never on GPU nodes",
     "pools": "big-data pods only on the bigdata pool; nothing else there",
     "priority": "an online pod preempts a batch pod on a full node",
+    "gangs": "two 3-pod training gangs (PodGroups), room for one: one runs whole, the other waits whole",
     "kube": "kube-scheduler semantics: reasons, other schedulers' pods untouched",
 }
 
@@ -118,6 +121,8 @@ def workload() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[st
         _node("gpu-2", "8", "32Gi", labels={"nvidia.com/gpu.product": "A100"}, **gpu),
         _node("bigdata-1", "16", "64Gi", labels={"custom-scheduler.io/pool": "bigdata"}),
         _node("node-p", "2", "4Gi", labels={"demo/priority": "true"}, taints=[PRIORITY_TAINT]),
+        _node("ml-1", "8", "32Gi", labels={"demo/ml": "true"}, taints=[ML_TAINT]),
+        _node("ml-2", "8", "32Gi", labels={"demo/ml": "true"}, taints=[ML_TAINT]),
     ]
     gpu_tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     prio_tol = [{"key": "demo/priority", "operator": "Exists", "effect": "NoSchedule"}]
@@ -135,8 +140,30 @@ def workload() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[st
         _pod("too-big", "kube", cpu="64", mem="8Gi"),
         _pod("other-scheduler", "kube", cpu="100m", scheduler="default-scheduler"),
     ]
+    # Interleaved, as two jobs' workers arrive: 24 CPUs asked, 16 there, so one gang can run.
+    on_ml: dict[str, Any] = {
+        "nodeSelector": {"demo/ml": "true"},
+        "tolerations": [{"key": "demo/ml", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    for i in range(3):
+        for job in ("job-a", "job-b"):
+            first.append(
+                _pod(f"{job}-{i}", "gangs", cpu="4", mem="4Gi", schedulingGroup={"podGroupName": job}, **on_ml)
+            )
     second = [_pod("online-0", "priority", cpu="1", priorityClassName="demo-online", **on_p)]
     return nodes, first, second
+
+
+#: The gangs' PodGroups (Kubernetes' scheduling.k8s.io/v1beta1 API, created before their pods).
+POD_GROUPS: list[dict[str, Any]] = [
+    {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": job, "namespace": NAMESPACE},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    for job in ("job-a", "job-b")
+]
 
 
 PRIORITY_CLASSES: list[dict[str, Any]] = [
@@ -232,6 +259,8 @@ def run_demo(
         cluster.create_ready_node(kube, n)
     for pc in PRIORITY_CLASSES:
         cluster.create_priority_class(kube, pc)
+    for pg in POD_GROUPS:
+        kube.post(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups", pg)
     metrics = MetricsEndpoint({"node-a": ("3600m", "2Gi"), "node-b": ("200m", "1Gi"), "node-c": ("400m", "1Gi")})
     workdir = Path(tempfile.mkdtemp(prefix="cs-demo-"))
     cfg = workdir / "scheduler-config.yaml"

@@ -28,3 +28,9 @@ def test_demo_places_the_workload_and_exits_0_on_sigterm(control_plane: ControlP
     assert "Insufficient cpu" in result["too-big"]
     assert "not ours" in result["other-scheduler"]
     assert "[priority] an online pod preempts a batch pod" in out.getvalue()
+    # gangs: exactly one job bound whole (on the ML nodes), the other not at all
+    jobs = {job: [result[f"{job}-{i}"] for i in range(3)] for job in ("job-a", "job-b")}
+    whole = [job for job, where in jobs.items() if all(w in {"ml-1", "ml-2"} for w in where)]
+    assert len(whole) == 1, jobs
+    waiting = jobs[{"job-a", "job-b"}.difference(whole).pop()]
+    assert all(w.startswith("pending: pod group") for w in waiting), waiting
