@@ -124,10 +124,6 @@ class Scheduler:
     def snapshot(self) -> Snapshot:
         return self.cycle.snapshot
 
-    @property
-    def writer(self) -> EventSink | None:
-        return self.cycle.events
-
     def responsible_for(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles
 

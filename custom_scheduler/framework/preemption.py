@@ -202,14 +202,15 @@ class ApiEvictor:
 
 class MemoryEvictor:
     """``simulate``'s evictor: victims leave the in-memory cluster at once (no graceful
-    termination offline) through ``on_victim``, the scheduler's pod-deleted sink."""
+    termination offline) through ``on_victim(victim, preemptor, node)``, which records them and
+    feeds the scheduler's pod-deleted sink."""
 
-    def __init__(self, on_victim: Callable[[Pod], None]) -> None:
+    def __init__(self, on_victim: Callable[[Pod, Pod, str], None]) -> None:
         self.on_victim = on_victim
 
     def start(self, preemptor: Pod, node: str, victims: Sequence[Pod], cleared: Sequence[Pod]) -> None:
         for v in victims:
-            self.on_victim(v)
+            self.on_victim(v, preemptor, node)
 
     def clear_nominations(self, pods: Sequence[Pod]) -> None:
         return None

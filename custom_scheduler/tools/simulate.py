@@ -386,21 +386,13 @@ def simulate(
         gangs.member_updated(by_uid[pod.uid], pod)
         sched.on_pod_update(by_uid[pod.uid], pod)
 
-    preemptor_of: dict[str, tuple[str, str]] = {}
-
-    def victim_gone(v: Pod) -> None:
-        who, node = preemptor_of.get("current", ("", ""))
-        preempted.append(Preemption(v.key, node, who))
+    def victim_gone(v: Pod, preemptor: Pod, node: str) -> None:
+        preempted.append(Preemption(v.key, node, preemptor.key))
         out = outcomes.get(v.uid)
         if out is not None:
-            out.result, out.node, out.message = "preempted", node, f"preempted by {who} on {node}"
+            out.result, out.node, out.message = "preempted", node, f"preempted by {preemptor.key} on {node}"
         gangs.member_deleted(v)
         sched.on_pod_delete(v)
-
-    class _Evictor(MemoryEvictor):
-        def start(self, preemptor: Pod, node: str, victims: Sequence[Pod], cleared: Sequence[Pod]) -> None:
-            preemptor_of["current"] = (preemptor.key, node)
-            super().start(preemptor, node, victims, cleared)
 
     def decided(d: Decision) -> None:
         # Failures and placements are counted where every member of a group cycle passes (the
@@ -444,7 +436,7 @@ def simulate(
         algorithm=Algorithm(percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score),
         nominator=nominator,
         snapshot=snapshot,
-        evictor=_Evictor(victim_gone),
+        evictor=MemoryEvictor(victim_gone),
         executor=Executor(),
         confirm=confirm,
         rng=random.Random(seed),

@@ -897,3 +897,59 @@ def test_concurrent_producers_and_consumer_lose_nothing() -> None:
         t.join(timeout=0.5)
     assert sorted(seen) == sorted(p.uid for batch in pods for p in batch)
     assert len(q) == 0
+
+
+# --- group cycles and holds: take_members, activate, release_gated, next_backoff_expiry ---------
+
+
+def test_take_members_takes_a_groups_pods_from_every_sub_queue_but_gated(q: SchedulingQueue) -> None:
+    """A group cycle takes its members wherever they wait (the group backs off as one unit);
+    a gated member stays, and a pod of another group is untouched."""
+    active = pod("g-active")
+    q.add(active)
+    backing = pod("g-backoff", priority=5)
+    q.add(backing)
+    assert q.add_backoff(pop(q)) is BACKOFF  # the higher-priority one is popped first
+    waiting = make_unschedulable(q, pod("g-unsched"))
+    q.add(pod("g-gated", gates=("example.com/hold",)))
+    q.add(pod("other"))
+    cycle = q.scheduling_cycle
+    taken = q.take_members(lambda p: p.name.startswith("g-"))
+    assert [t.pod.name for t in taken] == ["g-backoff", "g-active", "g-unsched"]  # queue order
+    assert {q.where(t.uid) for t in taken} == {None}  # in flight now
+    assert all(t.attempts >= 1 for t in taken)
+    assert waiting.attempts == 2
+    assert q.scheduling_cycle == cycle  # one cycle for the group
+    assert q.where("uid-g-gated") is GATED
+    assert q.where("uid-other") is ACTIVE
+
+
+def test_activate_moves_unschedulable_and_backing_off_pods_to_active(q: SchedulingQueue) -> None:
+    make_unschedulable(q, pod("u"))
+    q.add(pod("b"))
+    assert q.add_backoff(pop(q)) is BACKOFF
+    q.add(pod("gated", gates=("example.com/hold",)))
+    moved = q.activate([pod("u"), pod("b"), pod("gated"), pod("unknown")])
+    assert moved == 2
+    assert (q.where("uid-u"), q.where("uid-b"), q.where("uid-gated")) == (ACTIVE, ACTIVE, GATED)
+
+
+def test_release_gated_runs_pre_enqueue_again_for_those_pods_only() -> None:
+    held = {"uid-a", "uid-b"}
+    sq = SchedulingQueue(priority_less, clock=FakeClock(), pre_enqueue=lambda p: "Hold" if p.uid in held else None)
+    sq.add(pod("a"))
+    sq.add(pod("b"))
+    assert (sq.where("uid-a"), sq.where("uid-b")) == (GATED, GATED)
+    held.clear()
+    assert sq.release_gated(["uid-a"]) == 1
+    assert (sq.where("uid-a"), sq.where("uid-b")) == (ACTIVE, GATED)
+
+
+def test_next_backoff_expiry_is_the_earliest_backing_off_pod(q: SchedulingQueue, clock: FakeClock) -> None:
+    assert q.next_backoff_expiry() is None
+    q.add(pod("x"))
+    qpi = pop(q)
+    assert q.add_backoff(qpi) is BACKOFF
+    assert q.next_backoff_expiry() == q.backoff_expiry(qpi)
+    clock.advance(q.backoff_expiry(qpi) - clock())
+    assert pop(q).uid == "uid-x"
