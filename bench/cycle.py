@@ -4,7 +4,7 @@
 
 For each cluster size: a :class:`~custom_scheduler.core.cache.Cache` filled with the workload's
 nodes (``model.Node``, parsed from the same JSON the end-to-end harness creates), the default
-profile's frameworks from :func:`custom_scheduler.app.build_frameworks`, and the daemon's
+profile's frameworks from :func:`custom_scheduler.server.app.build_frameworks`, and the daemon's
 :class:`~custom_scheduler.core.algorithm.Algorithm`. Each pod runs what the scheduling thread runs
 per pod: refresh the snapshot, PreFilter → Filter → PreScore → Score → select, assume, Reserve.
 Pods stay assumed, so the cluster fills up as it would.
@@ -34,12 +34,12 @@ import orjson
 
 from bench import workloads
 from custom_scheduler import config
-from custom_scheduler.app import build_frameworks
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod, node_from_json, pod_from_json
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.types import CycleState, FitError, Snapshot
-from custom_scheduler.model import Pod, node_from_json, pod_from_json
+from custom_scheduler.plugins.builtin import full_registry
 
 SCHEDULER_NAME = "custom-scheduler"
 CONFIG = f"""

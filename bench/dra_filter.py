@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench import workloads
-from custom_scheduler import dra
-from custom_scheduler.framework import dra as fdra
+from custom_scheduler.api import dra
+from custom_scheduler.api.model import node_from_json, pod_from_json
+from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.types import CycleState, NodeInfo, Snapshot
-from custom_scheduler.model import node_from_json, pod_from_json
 from custom_scheduler.plugins import dynamic_resources
 
 NAMESPACE = "bench"

@@ -68,7 +68,7 @@ import orjson
 from bench import workloads
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -226,7 +226,7 @@ class PodWatcher:
                     node = (obj.get("spec") or {}).get("nodeName")
                     if node and ev.get("type") in ("ADDED", "MODIFIED"):
                         self._record(meta.get("name", ""), node, now)
-            except (errors.KubeError, orjson.JSONDecodeError):
+            except (api_errors.KubeError, orjson.JSONDecodeError):
                 if self._stop.is_set():
                     return
                 time.sleep(0.2)
@@ -437,9 +437,9 @@ def _create_pods(
             try:
                 kube.request_raw("POST", path, body=body, rate_limited=False)
                 break
-            except errors.Conflict:
+            except api_errors.Conflict:
                 break
-            except (errors.TransportError, errors.ServerError, errors.TooManyRequests):
+            except (api_errors.TransportError, api_errors.ServerError, api_errors.TooManyRequests):
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))
@@ -485,7 +485,7 @@ def _cleanup_dra(kube: KubeClient, namespace: str, run_id: str, timeout: float) 
     deallocated them and dropped their finalizers (so the next scheduler starts from a clean device
     state), then the round's slices and classes."""
     api = workloads.DRA_API
-    with contextlib.suppress(errors.KubeError):
+    with contextlib.suppress(api_errors.KubeError):
         kube.request("DELETE", f"{api}/namespaces/{namespace}/resourceclaims", timeout=(5.0, timeout))
     try:
         cluster.wait_for(lambda: not _list_claims(kube, namespace), timeout=timeout, interval=0.5, what="claims gone")
@@ -493,14 +493,14 @@ def _cleanup_dra(kube: KubeClient, namespace: str, run_id: str, timeout: float) 
         print(f"warning: {e}", file=sys.stderr)
     selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
     for kind in ("resourceslices", "deviceclasses"):
-        with contextlib.suppress(errors.KubeError):
+        with contextlib.suppress(api_errors.KubeError):
             kube.request("DELETE", f"{api}/{kind}", query=selector, timeout=(5.0, timeout))
 
 
 def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120.0, dra: bool = False) -> None:
-    with contextlib.suppress(errors.KubeError):
+    with contextlib.suppress(api_errors.KubeError):
         kube.request("DELETE", pod_path(namespace), query={"gracePeriodSeconds": 0}, timeout=(5.0, timeout))
-    with contextlib.suppress(errors.KubeError):
+    with contextlib.suppress(api_errors.KubeError):
         selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
         kube.request("DELETE", "/api/v1/nodes", query=selector, timeout=(5.0, timeout))
 
@@ -515,10 +515,10 @@ def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120
         print(f"warning: {e}", file=sys.stderr)
     if dra:
         _cleanup_dra(kube, namespace, run_id, timeout)
-    with contextlib.suppress(errors.KubeError):
+    with contextlib.suppress(api_errors.KubeError):
         selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
         kube.request("DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses", query=selector, timeout=(5.0, timeout))
-    with contextlib.suppress(errors.KubeError):
+    with contextlib.suppress(api_errors.KubeError):
         kube.delete(f"/api/v1/namespaces/{namespace}")
 
 
@@ -557,7 +557,7 @@ class Churner:
         self.never_fit.append(name)
 
     def _delete(self, path: str) -> None:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             self.kube.request("DELETE", path, query={"gracePeriodSeconds": 0})
 
     def _run(self) -> None:
@@ -601,7 +601,7 @@ class Churner:
     def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
-        except errors.KubeError:
+        except api_errors.KubeError:
             self.errors += 1  # counted and reported; the measured pods are what is judged
             return None
 
@@ -647,9 +647,9 @@ def _gang_probe(
     with watcher.cond:
         binds = [watcher.bound[n][0] for n in members if n in watcher.bound]
     for p in [*held, *plain, last]:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             kube.request("DELETE", pod_path(namespace, p["metadata"]["name"]), query={"gracePeriodSeconds": 0})
-    with contextlib.suppress(errors.NotFound):
+    with contextlib.suppress(api_errors.NotFound):
         kube.delete(f"{workloads.PODGROUP_API}/namespaces/{namespace}/podgroups/{probe.pod_group['metadata']['name']}")
     return {
         "min_count": len(members),
@@ -662,7 +662,7 @@ def _gang_probe(
 
 def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
     for pc in wl.priority_classes:
-        with contextlib.suppress(errors.Conflict):
+        with contextlib.suppress(api_errors.Conflict):
             kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
 
 

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from custom_scheduler import quantity
+from custom_scheduler.api import quantity
 
 #: The shapes of upstream's test/integration/scheduler_perf suites (v1.37.2), by their names.
 UPSTREAM = (

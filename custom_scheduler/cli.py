@@ -53,8 +53,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(path: str) -> object:
     from custom_scheduler import config
-    from custom_scheduler.builtin import full_registry
     from custom_scheduler.errors import ConfigError
+    from custom_scheduler.plugins.builtin import full_registry
 
     try:
         return config.load_config_file(path, full_registry())
@@ -77,13 +77,14 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from custom_scheduler import config, logs
-    from custom_scheduler.app import App
-    from custom_scheduler.builtin import full_registry
-    from custom_scheduler.daemon import serve
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler import config
+    from custom_scheduler.kube import api_errors as kerrors
     from custom_scheduler.kube.client import KubeClient
-    from custom_scheduler.metrics import Metrics
+    from custom_scheduler.plugins.builtin import full_registry
+    from custom_scheduler.server import logs
+    from custom_scheduler.server.app import App
+    from custom_scheduler.server.daemon import serve
+    from custom_scheduler.server.metrics import Metrics
 
     logs.setup(args.log_level)
     import structlog
@@ -100,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("custom-scheduler: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
         return EXIT_CONFIG
     if args.tls_cert_file:
-        from custom_scheduler.serving import ServingCerts
+        from custom_scheduler.server.serving import ServingCerts
 
         try:
             certs = ServingCerts.from_files(args.tls_cert_file, args.tls_private_key_file)

@@ -15,10 +15,10 @@ import itertools
 import uuid
 from typing import Any
 
-from custom_scheduler import gang
-from custom_scheduler.gang import PodGroup
-from custom_scheduler.model import Node, Pod, node_from_json, pod_from_json
-from custom_scheduler.storage import PersistentVolume, PersistentVolumeClaim, pv_from_json, pvc_from_json
+from custom_scheduler.api import podgroup as gang
+from custom_scheduler.api.model import Node, Pod, node_from_json, pod_from_json
+from custom_scheduler.api.podgroup import PodGroup
+from custom_scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, pv_from_json, pvc_from_json
 
 _seq = itertools.count()
 

@@ -18,7 +18,7 @@ import pytest
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from tests.builders import NodeBuilder
 
@@ -74,7 +74,7 @@ def nodes(kube: KubeClient) -> Iterator[Callable[[NodeBuilder], dict[str, Any]]]
 
     yield make
     for name in created:
-        with contextlib.suppress(errors.KubeError):
+        with contextlib.suppress(api_errors.KubeError):
             kube.delete(f"/api/v1/nodes/{name}")
 
 

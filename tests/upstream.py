@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from custom_scheduler.config.types import EXTENSION_POINTS, Profile
+from custom_scheduler.config.schema import EXTENSION_POINTS, Profile
 from custom_scheduler.devenv.controlplane import ControlPlane
 
 _SCORED = re.compile(

@@ -19,7 +19,7 @@ from custom_scheduler.config.defaults import DEFAULT_MULTI_POINT, default_profil
 from custom_scheduler.config.durations import format_duration, parse_duration
 from custom_scheduler.config.loading import from_dict, load_config, load_config_file
 from custom_scheduler.config.render import render_effective, to_dict
-from custom_scheduler.config.types import (
+from custom_scheduler.config.schema import (
     API_VERSION,
     DEFAULT_SCHEDULER_NAME,
     EXTENSION_POINTS,

@@ -11,14 +11,14 @@ that does not disable it (in ``multiPoint``) an error, and :func:`default_profil
 rather than silently running a smaller default profile than the one written here.
 
 Scalar defaults (parallelism 16, backoff 1s/10s, leases 15s/10s/2s, qps 50, …) live on the
-dataclasses in :mod:`custom_scheduler.config.types`, so each default sits next to its docstring.
+dataclasses in :mod:`custom_scheduler.config.schema`, so each default sits next to its docstring.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from custom_scheduler.config import types
+from custom_scheduler.config import schema
 from custom_scheduler.errors import ConfigError
 
 __all__ = [
@@ -88,7 +88,7 @@ UPSTREAM_PLUGIN_NAMES: frozenset[str] = frozenset(
 _DEFAULT_WEIGHTS: dict[str, int] = {name: w for name, w in DEFAULT_MULTI_POINT if w is not None}
 
 
-def default_profile_plugins(registry: Mapping[str, object]) -> tuple[types.PluginRef, ...]:
+def default_profile_plugins(registry: Mapping[str, object]) -> tuple[schema.PluginRef, ...]:
     """The default profile's multiPoint list.
 
     Weights are the upstream default score weights (1 for plugins that do not score; the weight
@@ -100,7 +100,7 @@ def default_profile_plugins(registry: Mapping[str, object]) -> tuple[types.Plugi
     missing = [name for name, _ in DEFAULT_MULTI_POINT if name not in registry]
     if missing:
         raise ConfigError(f"default plugins not registered: {', '.join(missing)}", "plugins.multiPoint")
-    return tuple(types.PluginRef(name, weight if weight is not None else 1) for name, weight in DEFAULT_MULTI_POINT)
+    return tuple(schema.PluginRef(name, weight if weight is not None else 1) for name, weight in DEFAULT_MULTI_POINT)
 
 
 def default_weight(name: str) -> int | None:

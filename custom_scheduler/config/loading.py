@@ -1,4 +1,4 @@
-"""YAML → :class:`~custom_scheduler.config.types.SchedulerConfig`: parse, decode, default, validate.
+"""YAML → :class:`~custom_scheduler.config.schema.SchedulerConfig`: parse, decode, default, validate.
 
 The pipeline is linear and collects rather than stops: YAML is parsed with ``safe_load`` (plus a
 duplicate-key check, as kube-scheduler's strict decoding has), every field is decoded with its
@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from custom_scheduler.config import merging, types, validation
+from custom_scheduler.config import merging, schema, validation
 from custom_scheduler.config.decoding import Errors, Reader, index, join, type_name
 from custom_scheduler.errors import ConfigError
 
@@ -90,9 +90,9 @@ def parse_yaml(text: str, *, source_name: str | None = None) -> Any:
     return raw
 
 
-def _leader_election(r: Reader) -> types.LeaderElectionConfig:
-    d = types.LeaderElectionConfig()
-    le = types.LeaderElectionConfig(
+def _leader_election(r: Reader) -> schema.LeaderElectionConfig:
+    d = schema.LeaderElectionConfig()
+    le = schema.LeaderElectionConfig(
         leader_elect=r.boolean("leaderElect", d.leader_elect),
         lease_duration=r.duration("leaseDuration", d.lease_duration),
         renew_deadline=r.duration("renewDeadline", d.renew_deadline),
@@ -105,9 +105,9 @@ def _leader_election(r: Reader) -> types.LeaderElectionConfig:
     return le
 
 
-def _client_connection(r: Reader) -> types.ClientConnectionConfig:
-    d = types.ClientConnectionConfig()
-    cc = types.ClientConnectionConfig(
+def _client_connection(r: Reader) -> schema.ClientConnectionConfig:
+    d = schema.ClientConnectionConfig()
+    cc = schema.ClientConnectionConfig(
         kubeconfig=r.string("kubeconfig", d.kubeconfig),
         # kube-scheduler's own defaulting: 0 (or unset) means its opinionated 50/100.
         qps=r.number("qps", 0.0) or d.qps,
@@ -119,7 +119,7 @@ def _client_connection(r: Reader) -> types.ClientConnectionConfig:
     return cc
 
 
-def _parse_args(spec: types.PluginInfo, raw: Mapping[str, Any] | None, path: str, errors: Errors) -> Any:
+def _parse_args(spec: schema.PluginInfo, raw: Mapping[str, Any] | None, path: str, errors: Errors) -> Any:
     try:
         return spec.parse_args(raw, path)
     except ConfigError as e:
@@ -131,7 +131,7 @@ def _parse_args(spec: types.PluginInfo, raw: Mapping[str, Any] | None, path: str
 
 
 def _plugin_config(
-    items: list[Any], path: str, enabled: tuple[str, ...], registry: types.PluginCatalog, errors: Errors
+    items: list[Any], path: str, enabled: tuple[str, ...], registry: schema.PluginCatalog, errors: Errors
 ) -> dict[str, Any]:
     configured: dict[str, tuple[Mapping[str, Any] | None, str]] = {}
     for j, item in enumerate(items):
@@ -169,15 +169,15 @@ def _strip_type_meta(args: Mapping[str, Any], name: str, path: str, errors: Erro
     if kind is not None and kind != f"{name}Args":
         errors.add(join(path, "kind"), f'expected "{name}Args", got "{kind}"')
     version = args.get("apiVersion")
-    if version is not None and version != types.API_VERSION:
-        errors.add(join(path, "apiVersion"), f'expected "{types.API_VERSION}", got "{version}"')
+    if version is not None and version != schema.API_VERSION:
+        errors.add(join(path, "apiVersion"), f'expected "{schema.API_VERSION}", got "{version}"')
     rest = {k: v for k, v in args.items() if k not in {"kind", "apiVersion"}}
     return rest or None
 
 
 def _profiles(
-    items: list[Any], registry: types.PluginCatalog, errors: Errors, skip: set[int]
-) -> tuple[types.Profile, ...]:
+    items: list[Any], registry: schema.PluginCatalog, errors: Errors, skip: set[int]
+) -> tuple[schema.Profile, ...]:
     items = items or [{}]
     profiles = []
     for i, item in enumerate(items):
@@ -185,7 +185,7 @@ def _profiles(
         raw_name = r.raw("schedulerName")
         name = r.opt_string("schedulerName")
         if raw_name is None and len(items) == 1:
-            name = types.DEFAULT_SCHEDULER_NAME
+            name = schema.DEFAULT_SCHEDULER_NAME
         elif name is None and raw_name is not None:
             name = f"<invalid profiles[{i}]>"  # wrong type, already reported; not also "required"
         percentage = r.opt_integer("percentageOfNodesToScore")
@@ -197,7 +197,7 @@ def _profiles(
             skip.add(i)
         r.finish()
         profiles.append(
-            types.Profile(
+            schema.Profile(
                 scheduler_name=name or "",
                 plugins=plugins,
                 plugin_args=args,
@@ -207,7 +207,7 @@ def _profiles(
     return tuple(profiles)
 
 
-def from_dict(raw: object, registry: types.PluginCatalog) -> types.SchedulerConfig:
+def from_dict(raw: object, registry: schema.PluginCatalog) -> schema.SchedulerConfig:
     """Decode, default and validate an already-parsed config document. Raises ConfigError."""
     errors = Errors()
     if not isinstance(raw, Mapping):
@@ -216,18 +216,18 @@ def from_dict(raw: object, registry: types.PluginCatalog) -> types.SchedulerConf
         )
         raise ConfigError(f"expected a KubeSchedulerConfiguration mapping, got {type_name(raw)}{hint}")
     r = Reader(raw, "", errors)
-    for key, want in (("apiVersion", types.API_VERSION), ("kind", types.KIND)):
+    for key, want in (("apiVersion", schema.API_VERSION), ("kind", schema.KIND)):
         got = r.raw(key)
         if got is None:
             errors.add(key, f'required: "{want}"')
         elif got != want:
             errors.add(key, f'unsupported {key} "{got}" (expected "{want}")')
-    d = types.SchedulerConfig(profiles=())
+    d = schema.SchedulerConfig(profiles=())
     enable_profiling = r.boolean("enableProfiling", d.enable_profiling)
     if r.sequence("extenders"):
         errors.add("extenders", "extenders are not supported")
     skip: set[int] = set()
-    config = types.SchedulerConfig(
+    config = schema.SchedulerConfig(
         parallelism=r.integer("parallelism", d.parallelism),
         percentage_of_nodes_to_score=r.integer("percentageOfNodesToScore", d.percentage_of_nodes_to_score),
         pod_initial_backoff_seconds=r.integer("podInitialBackoffSeconds", d.pod_initial_backoff_seconds),
@@ -247,7 +247,7 @@ def from_dict(raw: object, registry: types.PluginCatalog) -> types.SchedulerConf
     return config
 
 
-def load_config(source: str | os.PathLike[str], registry: types.PluginCatalog) -> types.SchedulerConfig:
+def load_config(source: str | os.PathLike[str], registry: schema.PluginCatalog) -> schema.SchedulerConfig:
     """Load a config from YAML text or from a file.
 
     ``source`` is a file when it is path-like, or a one-line string that names an existing file or
@@ -273,7 +273,7 @@ def _looks_like_path(text: str) -> bool:
         return False
 
 
-def load_config_file(path: str | os.PathLike[str], registry: types.PluginCatalog) -> types.SchedulerConfig:
+def load_config_file(path: str | os.PathLike[str], registry: schema.PluginCatalog) -> schema.SchedulerConfig:
     """Load a config file. Raises ConfigError (also when the file cannot be read)."""
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -31,7 +31,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from custom_scheduler.config import defaults, types
+from custom_scheduler.config import defaults, schema
 from custom_scheduler.config.decoding import Errors, Reader, index, join
 
 __all__ = ["MAX_WEIGHT", "effective_plugins"]
@@ -55,7 +55,7 @@ class _PluginSet:
 
 
 class _Merger:
-    def __init__(self, registry: types.PluginCatalog, errors: Errors) -> None:
+    def __init__(self, registry: schema.PluginCatalog, errors: Errors) -> None:
         self.registry = registry
         self.errors = errors
         self._points: dict[str, frozenset[str]] = {}
@@ -126,7 +126,7 @@ class _Merger:
             self.errors.add(r.path_of("name"), f'plugin "{name}" implements no extension point')
             return None
         if point != MULTI_POINT and point not in implemented:
-            have = ", ".join(p for p in types.EXTENSION_POINTS if p in implemented) or "none"
+            have = ", ".join(p for p in schema.EXTENSION_POINTS if p in implemented) or "none"
             self.errors.add(
                 r.path_of("name"),
                 f'plugin "{name}" does not implement the {point} extension point (it implements: {have})',
@@ -156,16 +156,16 @@ def _merge(base: list[_Entry], custom: _PluginSet) -> list[_Entry]:
 
 
 def effective_plugins(
-    raw: object, path: str, *, registry: types.PluginCatalog, errors: Errors
-) -> dict[str, tuple[types.PluginRef, ...]]:
+    raw: object, path: str, *, registry: schema.PluginCatalog, errors: Errors
+) -> dict[str, tuple[schema.PluginRef, ...]]:
     """Merge a profile's raw ``plugins`` mapping (at ``path``) with the default profile.
 
-    Returns every extension point of :data:`~custom_scheduler.config.types.EXTENSION_POINTS`, each
+    Returns every extension point of :data:`~custom_scheduler.config.schema.EXTENSION_POINTS`, each
     with its ordered plugins; problems go to ``errors``.
     """
     m = _Merger(registry, errors)
     r = Reader(raw, path, errors)
-    sets = {p: m.decode_set(r.raw(p), r.path_of(p), p) for p in (MULTI_POINT, *types.EXTENSION_POINTS)}
+    sets = {p: m.decode_set(r.raw(p), r.path_of(p), p) for p in (MULTI_POINT, *schema.EXTENSION_POINTS)}
     r.finish()
 
     default_mp = [_Entry(name, weight, "") for name, weight in defaults.DEFAULT_MULTI_POINT]
@@ -189,12 +189,12 @@ def effective_plugins(
             weight = defaults.default_weight(entry.name)
         return weight or 1
 
-    out: dict[str, tuple[types.PluginRef, ...]] = {}
-    for point in types.EXTENSION_POINTS:
+    out: dict[str, tuple[schema.PluginRef, ...]] = {}
+    for point in schema.EXTENSION_POINTS:
         base = [e for e in multi_point if point in m.points_of(e.name)]
         merged = _merge(base, sets[point])
         if point == "score":
-            out[point] = tuple(types.PluginRef(e.name, score_weight(e)) for e in merged)
+            out[point] = tuple(schema.PluginRef(e.name, score_weight(e)) for e in merged)
         else:
-            out[point] = tuple(types.PluginRef(e.name) for e in merged)
+            out[point] = tuple(schema.PluginRef(e.name) for e in merged)
     return out

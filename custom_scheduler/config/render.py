@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from custom_scheduler.config import durations, types
+from custom_scheduler.config import durations, schema
 
 __all__ = ["args_to_dict", "camel_case", "render_effective", "to_dict"]
 
@@ -65,16 +65,16 @@ def args_to_dict(args: Any) -> dict[str, Any] | None:
     return None
 
 
-def _plugins(profile: types.Profile) -> dict[str, Any]:
+def _plugins(profile: schema.Profile) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for point in types.EXTENSION_POINTS:
+    for point in schema.EXTENSION_POINTS:
         refs = profile.enabled(point)
         enabled = [{"name": r.name, "weight": r.weight} if point == "score" else {"name": r.name} for r in refs]
         out[point] = {"enabled": enabled, "disabled": [{"name": "*"}]}
     return out
 
 
-def _profile(profile: types.Profile) -> dict[str, Any]:
+def _profile(profile: schema.Profile) -> dict[str, Any]:
     out: dict[str, Any] = {"schedulerName": profile.scheduler_name}
     if profile.percentage_of_nodes_to_score is not None:
         out["percentageOfNodesToScore"] = profile.percentage_of_nodes_to_score
@@ -88,13 +88,13 @@ def _profile(profile: types.Profile) -> dict[str, Any]:
     return out
 
 
-def to_dict(config: types.SchedulerConfig) -> dict[str, Any]:
+def to_dict(config: schema.SchedulerConfig) -> dict[str, Any]:
     """The effective config as plain data in ``KubeSchedulerConfiguration``'s shape and key order."""
     le = config.leader_election
     cc = config.client_connection
     return {
-        "apiVersion": types.API_VERSION,
-        "kind": types.KIND,
+        "apiVersion": schema.API_VERSION,
+        "kind": schema.KIND,
         "parallelism": config.parallelism,
         "leaderElection": {
             "leaderElect": le.leader_elect,
@@ -124,6 +124,6 @@ def to_dict(config: types.SchedulerConfig) -> dict[str, Any]:
     }
 
 
-def render_effective(config: types.SchedulerConfig) -> str:
+def render_effective(config: schema.SchedulerConfig) -> str:
     """The effective config as a YAML document (what ``custom-scheduler check-config`` prints)."""
     return yaml.safe_dump(to_dict(config), sort_keys=False, default_flow_style=False, allow_unicode=True)

@@ -1,4 +1,4 @@
-"""Cross-field validation of a decoded :class:`~custom_scheduler.config.types.SchedulerConfig`.
+"""Cross-field validation of a decoded :class:`~custom_scheduler.config.schema.SchedulerConfig`.
 
 Decoding (:mod:`~custom_scheduler.config.loading`, :mod:`~custom_scheduler.config.merging`)
 already refuses malformed values field by field; this module checks what only makes sense with
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from custom_scheduler.config import types
+from custom_scheduler.config import schema
 from custom_scheduler.config.decoding import Errors, index, join
 
 __all__ = ["JITTER_FACTOR", "validate"]
@@ -37,7 +37,7 @@ def _percentage(value: int | None, path: str, errors: Errors) -> None:
         errors.add(path, f"must be between 0 and 100, got {value}")
 
 
-def _leader_election(le: types.LeaderElectionConfig, errors: Errors) -> None:
+def _leader_election(le: schema.LeaderElectionConfig, errors: Errors) -> None:
     path = "leaderElection"
     if not le.leader_elect:
         return
@@ -78,7 +78,7 @@ def _bind_address(address: str, path: str, errors: Errors) -> None:
         errors.add(path, f'malformed IPv6 host in "{address}" (use "[::]:10259")')
 
 
-def _profile_plugins(profile: types.Profile, path: str, errors: Errors) -> None:
+def _profile_plugins(profile: schema.Profile, path: str, errors: Errors) -> None:
     queue_sort = profile.enabled("queueSort")
     if len(queue_sort) != 1:
         names = ", ".join(r.name for r in queue_sort) or "none"
@@ -90,7 +90,7 @@ def _profile_plugins(profile: types.Profile, path: str, errors: Errors) -> None:
         errors.add(join(path, "plugins.bind"), "at least one bind plugin must be enabled")
 
 
-def _profiles(profiles: tuple[types.Profile, ...], errors: Errors, skip: Collection[int]) -> None:
+def _profiles(profiles: tuple[schema.Profile, ...], errors: Errors, skip: Collection[int]) -> None:
     seen: dict[str, int] = {}
     for i, profile in enumerate(profiles):
         path = index("profiles", i)
@@ -130,7 +130,7 @@ def _profiles(profiles: tuple[types.Profile, ...], errors: Errors, skip: Collect
             )
 
 
-def validate(config: types.SchedulerConfig, errors: Errors, *, skip_plugin_checks: Collection[int] = ()) -> None:
+def validate(config: schema.SchedulerConfig, errors: Errors, *, skip_plugin_checks: Collection[int] = ()) -> None:
     """Check ``config`` as a whole, adding every problem to ``errors``.
 
     ``skip_plugin_checks`` lists profile indices whose ``plugins``/``pluginConfig`` already had

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework.runtime import Framework, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
-from custom_scheduler.model import Pod
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import structlog
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.ports import Clock, EventSink, Observer, QueuePort
-from custom_scheduler.fence import Fence
+from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import BindOutcome, Code, CycleState, Status
-from custom_scheduler.model import Pod
 
 log = structlog.get_logger("custom_scheduler.scheduler")
 

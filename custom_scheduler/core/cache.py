@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.types import ImageState, NodeInfo, Snapshot
-from custom_scheduler.model import Node, Pod
 
 #: How long an assumed pod whose binding succeeded may wait for the watch to confirm it.
 DEFAULT_ASSUME_TTL = 30.0
@@ -323,7 +323,7 @@ class Cache:
 
     def check_invariants(self) -> list[str]:
         """Problems found (empty when consistent): requested == Σ pods, and each pod is on its node."""
-        from custom_scheduler.model import Resources
+        from custom_scheduler.api.model import Resources
 
         problems = []
         with self._lock:

@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
 from custom_scheduler.core.binding import Assumed, BindingCycle
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.ports import Clock, EventSink, NominatorPort, Observer, QueuePort
+from custom_scheduler.framework.evictor import Evictor, NoEvictor
 from custom_scheduler.framework.interface import PodGroupPlugin, PostFilterResult
-from custom_scheduler.framework.preemption import Evictor, NoEvictor
 from custom_scheduler.framework.runtime import Framework, FrameworkError
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, Snapshot, Status
-from custom_scheduler.model import Pod
 
 log = structlog.get_logger("custom_scheduler.scheduler")
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from custom_scheduler.framework import dra as fdra
-from custom_scheduler.model import Pod
+from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import dra_store as fdra
 
 #: DynamicResources' name, spelled out: core imports no plugin module (a test keeps it equal).
 PLUGINS = frozenset({"DynamicResources"})

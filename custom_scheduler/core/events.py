@@ -24,10 +24,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from custom_scheduler.fence import Fence
-from custom_scheduler.kube import errors
+from custom_scheduler.api.model import Pod
+from custom_scheduler.framework.fence import Fence
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_path
-from custom_scheduler.model import Pod
 
 log = structlog.get_logger("custom_scheduler.events")
 
@@ -148,13 +148,13 @@ class Writer:
                 continue
             try:
                 fn()
-            except errors.ApiError as e:
-                if isinstance(e, errors.NotFound) or e.namespace_terminating:
+            except api_errors.ApiError as e:
+                if isinstance(e, api_errors.NotFound) or e.namespace_terminating:
                     # The pod (or its namespace) is being deleted: nothing left to report on.
                     log.debug("api_write_skipped_object_gone", error=str(e)[:300])
                 else:
                     log.warning("api_write_failed", error=str(e)[:300])
-            except errors.KubeError as e:
+            except api_errors.KubeError as e:
                 log.warning("api_write_failed", error=str(e)[:300])
             except Exception:
                 log.exception("api_write_crashed")
@@ -249,7 +249,7 @@ class Writer:
                 body,
                 content_type="application/merge-patch+json",
             )
-        except errors.NotFound:
+        except api_errors.NotFound:
             pass
 
     # -- pod status -------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ class Writer:
         def write() -> None:
             try:
                 self.client.patch(pod_path(pod.namespace, pod.name, "status"), patch, STRATEGIC_PATCH_CT)
-            except errors.NotFound:
+            except api_errors.NotFound:
                 pass
 
         self._submit(write)

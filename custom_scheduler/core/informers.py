@@ -7,7 +7,7 @@ diffs the new list against the store, so objects that vanished while the watch w
 deletes and nothing is lost.
 
 Bad input never stops an informer. An object the projection refuses (wrong types, invalid
-quantities: :class:`~custom_scheduler.model.MalformedObject`, or any other exception) is skipped and
+quantities: :class:`~custom_scheduler.api.model.MalformedObject`, or any other exception) is skipped and
 reported once per uid and resourceVersion (a re-list or a replayed event does not log it again),
 and the watch moves past it; an exception from a sink is logged and the next event delivered. An
 exception escaping here would end the reflector thread, or, as a ``ValueError``, make it restart
@@ -27,12 +27,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from custom_scheduler import dra, storage
-from custom_scheduler.framework import dra as fdra
+from custom_scheduler.api import dra, storage
+from custom_scheduler.api.model import Node, Pod, node_from_json, pod_from_json
+from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework import volumes
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.kube.watch import Reflector
-from custom_scheduler.model import Node, Pod, node_from_json, pod_from_json
 
 log = structlog.get_logger("custom_scheduler.informers")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from custom_scheduler.model import Pod
+from custom_scheduler.api.model import Pod
 
 
 class Nominator:

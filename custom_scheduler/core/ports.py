@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from custom_scheduler.model import Pod
+from custom_scheduler.api.model import Pod
 
 Clock = Callable[[], float]
 

@@ -57,7 +57,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
-from custom_scheduler import model
+from custom_scheduler.api import model
 
 Clock = Callable[[], float]
 PreEnqueueCheck = Callable[[model.Pod], str | None]

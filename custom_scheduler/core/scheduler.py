@@ -14,7 +14,7 @@ Threads and who owns what:
 ``simulate`` builds the same class with offline ports (:func:`offline`), so a pod goes through one
 implementation of the queue rules, the cycles and the requeue-on-event rules in every mode.
 
-Fencing: the scheduler holds the daemon's :class:`~custom_scheduler.fence.Fence`. Once the elector
+Fencing: the scheduler holds the daemon's :class:`~custom_scheduler.framework.fence.Fence`. Once the elector
 revokes it the loop pops no more pods, binding cycles still queued end without an API call when
 they start, and one in flight stops before its next write. The pod is forgotten and left alone:
 the process exits and the new leader schedules it.
@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.binding import BindingCycle, Executor, PoolExecutor
@@ -36,11 +37,10 @@ from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.cycle import Decision, SchedulingCycle
 from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import Clock, EventSink, Observer
-from custom_scheduler.fence import Fence
-from custom_scheduler.framework.preemption import Evictor
+from custom_scheduler.framework.evictor import Evictor
+from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Code, Snapshot
-from custom_scheduler.model import Node, Pod
 
 log = structlog.get_logger("custom_scheduler.scheduler")
 

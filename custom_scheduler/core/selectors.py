@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from custom_scheduler import labels
+from custom_scheduler.api import labels
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core.informers import Informer
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.model import Pod
 
 #: (API path, whether spec.selector is a plain label map rather than a LabelSelector)
 SOURCES = {

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.storage import WAIT_FOR_FIRST_CONSUMER, pv_zone_topologies
 from custom_scheduler.framework import volumes as fv
-from custom_scheduler.model import Pod
-from custom_scheduler.storage import WAIT_FOR_FIRST_CONSUMER, pv_zone_topologies
 
 #: The volume plugins' names, spelled out: core imports no plugin module (a test keeps them equal).
 BINDING, RESTRICTIONS, ZONE, LIMITS = (

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, node_path, pod_path
 
 
@@ -26,7 +26,7 @@ def now_rfc3339() -> str:
 
 def create_namespace(kube: KubeClient, name: str, labels: dict[str, str] | None = None) -> None:
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
-    with contextlib.suppress(errors.Conflict):
+    with contextlib.suppress(api_errors.Conflict):
         kube.post("/api/v1/namespaces", body)
 
 
@@ -41,10 +41,10 @@ def delete_namespace(kube: KubeClient, name: str, *, finish_pods: bool = True, w
     """
     try:
         kube.delete(f"/api/v1/namespaces/{name}")
-    except errors.NotFound:
+    except api_errors.NotFound:
         return
     if finish_pods:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             kube.delete(pod_path(name), {"gracePeriodSeconds": 0})  # deletecollection
     if wait <= 0:
         return
@@ -53,7 +53,7 @@ def delete_namespace(kube: KubeClient, name: str, *, finish_pods: bool = True, w
         finish_terminating_pods(kube, name)
         try:
             kube.get(f"/api/v1/namespaces/{name}")
-        except errors.NotFound:
+        except api_errors.NotFound:
             return True
         return False
 
@@ -68,7 +68,7 @@ def create_priority_class(kube: KubeClient, obj: dict[str, Any], timeout: float 
     A dry-run pod create goes through the same admission chain without storing anything, so it
     tells when the class is visible there.
     """
-    with contextlib.suppress(errors.Conflict):
+    with contextlib.suppress(api_errors.Conflict):
         kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", obj)
     name = obj["metadata"]["name"]
     probe = {
@@ -81,7 +81,7 @@ def create_priority_class(kube: KubeClient, obj: dict[str, Any], timeout: float 
     def admitted() -> bool:
         try:
             kube.post(pod_path("default"), probe, query={"dryRun": "All"})
-        except errors.ApiError as e:
+        except api_errors.ApiError as e:
             if e.status == 403 and "PriorityClass" in str(e):
                 return False
             raise
@@ -105,7 +105,7 @@ def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
         "lastHeartbeatTime": ts,
         "lastTransitionTime": ts,
     }
-    with contextlib.suppress(errors.Conflict):
+    with contextlib.suppress(api_errors.Conflict):
         kube.post(node_path(), obj)
     patch_status = {"status": {**{k: v for k, v in status.items() if k != "conditions"}, "conditions": [ready]}}
     kube.patch(node_path(name, "status"), patch_status, content_type=MERGE_PATCH_CT)
@@ -115,7 +115,7 @@ def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
 
 def delete_nodes(kube: KubeClient, names: Iterable[str]) -> None:
     for n in names:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             kube.delete(node_path(n))
 
 
@@ -165,7 +165,7 @@ def finish_terminating_pods(kube: KubeClient, namespace: str) -> int:
             try:
                 kube.delete(pod_path(namespace, meta["name"]), {"gracePeriodSeconds": 0})
                 n += 1
-            except errors.NotFound:
+            except api_errors.NotFound:
                 pass
     return n
 
@@ -173,7 +173,7 @@ def finish_terminating_pods(kube: KubeClient, namespace: str) -> int:
 def overcommitted_nodes(kube: KubeClient) -> list[str]:
     """The invariant checker of the fault tests: nodes whose bound, non-terminal pods request more
     than the node's allocatable (pods, cpu, memory, extended resources). Empty means healthy."""
-    from custom_scheduler.model import Resources, node_from_json, pod_from_json
+    from custom_scheduler.api.model import Resources, node_from_json, pod_from_json
 
     nodes = {n.name: n for n in (node_from_json(d) for d in kube.get(node_path()).get("items") or [])}
     used: dict[str, Resources] = {}

@@ -32,7 +32,7 @@ from typing import Any
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 
 NAMESPACE = "demo"
@@ -296,7 +296,7 @@ def run_demo(
         for pc in PRIORITY_CLASSES:
             try:
                 kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
-            except errors.NotFound:
+            except api_errors.NotFound:
                 pass
         cluster.delete_namespace(kube, NAMESPACE)
     return result, rc

@@ -22,9 +22,9 @@ from typing import Any
 
 import structlog
 
-from custom_scheduler import storage
+from custom_scheduler.api import storage
 from custom_scheduler.core.informers import Informer
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 
 log = structlog.get_logger("custom_scheduler.provisioner")
@@ -88,7 +88,7 @@ class Provisioner:
     def _class(self, name: str) -> storage.StorageClass | None:
         try:
             return storage.storage_class_from_json(self.kube.get(f"/apis/storage.k8s.io/v1/storageclasses/{name}"))
-        except errors.NotFound:
+        except api_errors.NotFound:
             return None
 
     def consider(self, pvc: storage.PersistentVolumeClaim) -> None:
@@ -105,9 +105,9 @@ class Provisioner:
         pv = self.volume_for(pvc, node)
         try:
             self.kube.post("/api/v1/persistentvolumes", pv)
-        except errors.Conflict:
+        except api_errors.Conflict:
             pass  # an earlier event already created it
-        except errors.KubeError as e:
+        except api_errors.KubeError as e:
             log.warning("provisioning_failed", claim=pvc.key, error=str(e)[:200])
             return
         with self._lock:
@@ -150,7 +150,7 @@ class Provisioner:
             return
         try:
             self.kube.delete(f"/api/v1/persistentvolumes/{pv.name}")
-        except errors.NotFound:
+        except api_errors.NotFound:
             pass
-        except errors.KubeError as e:
+        except api_errors.KubeError as e:
             log.warning("reclaim_failed", pv=pv.name, error=str(e)[:200])

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from custom_scheduler.api.model import Taint
 from custom_scheduler.framework.types import NodeInfo, Snapshot
-from custom_scheduler.model import Taint
 
 Column = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]

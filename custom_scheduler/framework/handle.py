@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from custom_scheduler.fence import Fence
-from custom_scheduler.framework.dra import DRAStore
-from custom_scheduler.framework.gang import GangStore
+from custom_scheduler.api.labels import Selector
+from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.framework.dra_store import DRAStore
+from custom_scheduler.framework.fence import Fence
+from custom_scheduler.framework.gang_store import GangStore
+from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
 from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.framework.waiting import WaitingPodMap
-from custom_scheduler.labels import Selector
-from custom_scheduler.loadmetrics import MetricsSource, Sources
-from custom_scheduler.model import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
     from custom_scheduler.framework.runtime import Framework

@@ -54,14 +54,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from custom_scheduler.fence import Fence
-from custom_scheduler.framework.dra import DRAStore
-from custom_scheduler.framework.gang import GangStore
+from custom_scheduler.api.labels import Selector
+from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.framework.dra_store import DRAStore
+from custom_scheduler.framework.fence import Fence
+from custom_scheduler.framework.gang_store import GangStore
+from custom_scheduler.framework.loadmetrics import MetricsSource
 from custom_scheduler.framework.types import BindResult, CycleState, NodeInfo, NodeScore, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
-from custom_scheduler.labels import Selector
-from custom_scheduler.loadmetrics import MetricsSource
-from custom_scheduler.model import Pod, PodDisruptionBudget
 
 
 @runtime_checkable

@@ -39,7 +39,7 @@ class PluginSpec:
     @property
     def extension_points(self) -> frozenset[str]:
         """The extension points this plugin implements (see :func:`extension_points`): what makes a
-        spec a :class:`custom_scheduler.config.types.PluginInfo`, so a :class:`Registry` is the
+        spec a :class:`custom_scheduler.config.schema.PluginInfo`, so a :class:`Registry` is the
         name → capabilities map the config is loaded against."""
         return extension_points(self)
 

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from custom_scheduler.config.types import PluginRef
+from custom_scheduler.api.model import Pod
+from custom_scheduler.config.schema import PluginRef
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework.registry import Registry
@@ -36,7 +37,6 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.framework.waiting import WaitingPodMap
-from custom_scheduler.model import Pod
 
 Scores = list[int] | npt.NDArray[np.int64]
 """One plugin's scores, node-aligned: batch scorers over snapshot columns return int64 arrays."""

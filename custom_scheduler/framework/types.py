@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from custom_scheduler.model import Node, Pod, Resources
+from custom_scheduler.api.model import Node, Pod, Resources
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

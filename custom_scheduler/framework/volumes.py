@@ -34,8 +34,7 @@ from typing import Any
 
 import structlog
 
-from custom_scheduler.framework.types import SUCCESS, Status
-from custom_scheduler.storage import (
+from custom_scheduler.api.storage import (
     CSIDriver,
     CSINode,
     CSIStorageCapacity,
@@ -44,6 +43,7 @@ from custom_scheduler.storage import (
     StorageClass,
     VolumeAttachment,
 )
+from custom_scheduler.framework.types import SUCCESS, Status
 
 log = structlog.get_logger("custom_scheduler.volumes")
 
@@ -113,7 +113,7 @@ class VolumeStore:
         self._listeners.append(fn)
 
     def put(self, kind: str, obj: Any) -> None:
-        """Add or replace ``obj`` (a struct of :mod:`custom_scheduler.storage`) of ``kind``."""
+        """Add or replace ``obj`` (a struct of :mod:`custom_scheduler.api.storage`) of ``kind``."""
         key = _key(obj)
         with self._lock:
             old = self._objs[kind].get(key)

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework.types import SUCCESS, Code, Status
-from custom_scheduler.model import Pod
 
 #: Upstream caps a Permit wait at 15 minutes whatever the plugin asks.
 MAX_TIMEOUT = 15 * 60.0

@@ -7,7 +7,7 @@ does well (loading kubeconfig / in-cluster credentials, TLS settings, token refr
 JSON over its urllib3 pool ourselves.
 
 - :class:`KubeClient.request` returns parsed JSON (or raw bytes) for 2xx and raises
-  :mod:`custom_scheduler.kube.errors` for everything else.
+  :mod:`custom_scheduler.kube.api_errors` for everything else.
 - Writes pass a client-side token bucket (``clientConnection.qps`` / ``burst``), like client-go.
 - :meth:`KubeClient.stream` yields the lines of a chunked response (a watch) with an idle read
   timeout, so a silent half-open connection is noticed.
@@ -32,7 +32,7 @@ import structlog
 import urllib3
 import urllib3.exceptions
 
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 
 log = structlog.get_logger("custom_scheduler.kube.client")
 
@@ -209,14 +209,14 @@ class KubeClient:
                 preload_content=True,
             )
         except urllib3.exceptions.HTTPError as e:
-            raise errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+            raise api_errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
         except OSError as e:
-            raise errors.TransportError(f"{method} {path}: {e}") from e
+            raise api_errors.TransportError(f"{method} {path}: {e}") from e
         if 200 <= resp.status < 300:
             return bytes(resp.data)
         if resp.status == 401:
             self._auth = (-1e18, "")  # a rotated token: read it again on the next request
-        raise errors.ApiError.from_response(resp.status, resp.data, resp.headers)
+        raise api_errors.ApiError.from_response(resp.status, resp.data, resp.headers)
 
     def request(self, method: str, path: str, **kw: Any) -> Any:
         """:meth:`request_raw`, with the answer parsed as JSON."""
@@ -262,14 +262,14 @@ class KubeClient:
                 preload_content=False,
             )
         except urllib3.exceptions.HTTPError as e:
-            raise errors.TransportError(f"GET {path}: {type(e).__name__}: {e}") from e
+            raise api_errors.TransportError(f"GET {path}: {type(e).__name__}: {e}") from e
         except OSError as e:
-            raise errors.TransportError(f"GET {path}: {e}") from e
+            raise api_errors.TransportError(f"GET {path}: {e}") from e
         try:
             if not 200 <= resp.status < 300:
                 if resp.status == 401:
                     self._auth = (-1e18, "")
-                raise errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
+                raise api_errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
             if on_open is not None:
                 on_open(resp)
             buf = b""
@@ -284,7 +284,7 @@ class KubeClient:
                         if line.strip():
                             yield line
             except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
-                raise errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
+                raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
             if buf.strip():
                 yield buf
         finally:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import orjson
 import structlog
 
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 
 log = structlog.get_logger("custom_scheduler.watch")
@@ -99,11 +99,11 @@ class Reflector:
                     self.synced.set()
                 self._watch()
                 backoff = 0.5  # a watch that ran and closed normally resets the backoff
-            except errors.Gone:
+            except api_errors.Gone:
                 log.info("watch_expired_relist", resource=self.name, resource_version=self.resource_version)
                 self._on_relist("expired")
                 need_list = True
-            except (errors.KubeError, ValueError) as e:
+            except (api_errors.KubeError, ValueError) as e:
                 if self._stop.is_set():
                     return
                 if self._progressed:
@@ -129,7 +129,7 @@ class Reflector:
             }
             try:
                 doc = self.client.get(self.path, query, timeout=(5.0, 60.0))
-            except errors.Gone:
+            except api_errors.Gone:
                 if cont:  # the continue token expired: restart the whole LIST
                     items, cont = [], ""
                     continue
@@ -189,7 +189,7 @@ class Reflector:
             self._resp = None
 
 
-def _status_error(obj: Mapping[str, Any]) -> errors.ApiError:
+def _status_error(obj: Mapping[str, Any]) -> api_errors.ApiError:
     code = int(obj.get("code") or 500)
     body = orjson.dumps(obj)
-    return errors.ApiError.from_response(code, body)
+    return api_errors.ApiError.from_response(code, body)

@@ -5,7 +5,7 @@ Args type and ``parse_args`` when it takes args, pure helpers, and ``SPEC`` (a
 :class:`~custom_scheduler.framework.registry.PluginSpec`). :data:`IN_TREE_SPECS` is the one list of
 them, and :func:`in_tree_registry` the one registry of every in-tree plugin (kube-scheduler's and the
 scenario plugins); out-of-tree plugins come from entry points and are merged on top by
-:func:`custom_scheduler.builtin.full_registry`.
+:func:`custom_scheduler.plugins.builtin.full_registry`.
 
 Plugins are mutually independent except for two deliberate shared modules: :mod:`.resource_allocation`
 (the resource-vector scoring NodeResourcesFit and BalancedAllocation both use, as upstream) and

@@ -70,9 +70,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from custom_scheduler import dra, quantity
+from custom_scheduler.api import dra, quantity
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.framework import registry
-from custom_scheduler.framework.dra import DRAStore
+from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -84,7 +85,6 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import args_reader
 from custom_scheduler.plugins.node_resources_balanced_allocation import balanced_resource_score
 

@@ -4,7 +4,7 @@ The Binding carries the pod's UID, which the API server (1.22+) checks as a prec
 pod deleted and recreated under the same name is never bound by mistake.
 
 Retries (tenacity, exponential backoff with jitter, honouring ``Retry-After``) cover 429, 5xx and
-connection errors. They are safe because of the answer-to-a-retry rule: a 409 saying the pod is
+connection api_errors. They are safe because of the answer-to-a-retry rule: a 409 saying the pod is
 already assigned *to the node we asked for* means an earlier attempt went through, so it counts as
 success. Any other 409 (assigned elsewhere, being deleted) or a 404 is final: the pod is not ours
 to bind any more, and the caller forgets the assumption. The answer is a
@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 import structlog
 import tenacity
 
-from custom_scheduler.fence import FencedOff
-from custom_scheduler.framework.api import errors, pod_path
+from custom_scheduler.api.model import Pod
+from custom_scheduler.framework.clusterapi import api_errors, pod_path
+from custom_scheduler.framework.fence import FencedOff
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec, no_args
 from custom_scheduler.framework.types import BindOutcome, BindResult, Code, CycleState, Status
-from custom_scheduler.model import Pod
 
 log = structlog.get_logger("custom_scheduler.binder")
 
@@ -45,7 +45,7 @@ def _wait_retry_after(retry_state: tenacity.RetryCallState) -> float:
     exp = tenacity.wait_exponential_jitter(multiplier=0.1, max=5.0, jitter=0.2)(retry_state)
     outcome = retry_state.outcome
     e = outcome.exception() if outcome is not None else None
-    if isinstance(e, errors.ApiError) and e.retry_after:
+    if isinstance(e, api_errors.ApiError) and e.retry_after:
         return max(float(e.retry_after), exp)
     return exp
 
@@ -85,7 +85,7 @@ class DefaultBinder:
             _log_retry(rs)
 
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(errors.is_retryable),
+            retry=tenacity.retry_if_exception(api_errors.is_retryable),
             wait=_wait_retry_after,
             stop=tenacity.stop_after_attempt(8) | tenacity.stop_before_delay(BIND_TIMEOUT),
             before_sleep=before_sleep,
@@ -106,14 +106,14 @@ class DefaultBinder:
             retrying(post)
         except FencedOff:
             return result(BindOutcome.FENCED, REASON_FENCED)
-        except errors.Conflict as e:
+        except api_errors.Conflict as e:
             # The API server's own wording is the only way to tell "already ours" from "elsewhere".
             if f'already assigned to node "{node_name}"' in e.message:
                 return result(BindOutcome.ALREADY_BOUND)
             return result(BindOutcome.CONFLICT, REASON_ASSIGNED_ELSEWHERE, e.message, error=e)
-        except errors.NotFound as e:
+        except api_errors.NotFound as e:
             return result(BindOutcome.GONE, REASON_POD_GONE, error=e)
-        except errors.KubeError as e:
+        except api_errors.KubeError as e:
             return result(BindOutcome.ERROR, f"binding rejected: {e}", error=e)
         return result(BindOutcome.BOUND)
 

@@ -13,7 +13,7 @@ Runs only after Filter found no feasible node. Semantics are kube-scheduler's (v
    offset, then one node by the tie-break rules.
 4. **The result**, not an action: the chosen node, the victims and the lower-priority pods
    nominated there that lose their nomination. The scheduling cycle nominates the node and hands the
-   evictions to its :class:`~custom_scheduler.framework.preemption.Evictor` (the API calls run off
+   evictions to its :class:`~custom_scheduler.framework.evictor.Evictor` (the API calls run off
    the scheduling thread in the daemon; ``simulate`` removes the victims in memory; ``explain`` and
    shadow mode only report them). The preemptor stays unschedulable for this cycle and is retried
    when its victims are gone.
@@ -35,11 +35,11 @@ from typing import Any, ClassVar
 
 import structlog
 
+from custom_scheduler.api.model import Pod
+from custom_scheduler.framework.evictor import DISRUPTION_TARGET, REASON_PREEMPTION_BY_SCHEDULER
 from custom_scheduler.framework.interface import Handle, PostFilterResult
-from custom_scheduler.framework.preemption import DISRUPTION_TARGET, REASON_PREEMPTION_BY_SCHEDULER
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, NodeInfo, Status
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader
 from custom_scheduler.plugins.preemption import selection
 from custom_scheduler.plugins.preemption.selection import ERR_REASON_NO_VICTIMS, Candidate

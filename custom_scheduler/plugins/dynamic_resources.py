@@ -17,7 +17,7 @@ creates and records in ``status.resourceClaimStatuses``.
 - **Filter** per node: allocated claims must be available on the node (``resourceclaim not
   available on the node``); the others are allocated from the devices of the slices that reach
   the node (its ``nodeName``, ``allNodes``, or a ``nodeSelector`` matching it), minus every device
-  allocated, assumed or pending (see :mod:`custom_scheduler.framework.dra`): ``cannot allocate all
+  allocated, assumed or pending (see :mod:`custom_scheduler.framework.dra_store`): ``cannot allocate all
   claims`` when they do not fit, an ERROR for a selector failing at runtime.
 - **Score**: upstream's (1.37): for ``firstAvailable`` requests, ``8 - index`` of the subrequest
   the node's allocation used, so nodes that satisfy the preferred alternative win; normalised to
@@ -40,10 +40,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from custom_scheduler import dra
+from custom_scheduler.api import dra
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
-from custom_scheduler.framework.api import errors as kerr
-from custom_scheduler.framework.dra import DRAStore
+from custom_scheduler.framework.clusterapi import api_errors as kerr
+from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -55,8 +56,7 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.model import Pod
-from custom_scheduler.plugins import helpers
+from custom_scheduler.plugins import dra_allocator, helpers
 
 NAME = "DynamicResources"
 
@@ -118,7 +118,7 @@ def pod_claims(pod: Pod, store: DRAStore) -> list[dra.ResourceClaim]:
     return out
 
 
-def compile_errors(claim: dra.ResourceClaim, store: DRAStore, cels: dra.CELCache) -> str:
+def compile_errors(claim: dra.ResourceClaim, store: DRAStore, cels: dra_allocator.CELCache) -> str:
     """The first selector of the claim (or of a class it uses) that does not compile, in
     upstream's words, or ""."""
     for dr in claim.requests:
@@ -245,8 +245,8 @@ class DynamicResources:
         store = self.store
         cands = store.candidates(node.name, node.labels)
         try:
-            allocs = dra.allocate(s.allocating, cands, s.in_use, store.device_class, self.cels, node.name)
-        except dra.AllocationError as e:
+            allocs = dra_allocator.allocate(s.allocating, cands, s.in_use, store.device_class, self.cels, node.name)
+        except dra_allocator.AllocationError as e:
             return Status.as_error(str(e))
         if allocs is None:
             return Status.unresolvable(REASON_CANNOT_ALLOCATE)
@@ -399,6 +399,6 @@ def _without_pod(claim: dra.ResourceClaim, uid: str) -> dict[str, Any] | None:
 
 
 #: One compiled-expression cache for the process: expressions are the same across profiles and reloads.
-_CELS = dra.CELCache()
+_CELS = dra_allocator.CELCache()
 
 SPEC = registry.PluginSpec(NAME, factory=DynamicResources)

@@ -2,11 +2,11 @@
 
 A gang is a PodGroup with a quorum: the native ``scheduling.k8s.io/v1beta1`` group with
 ``schedulingPolicy.gang.minCount``, or a scheduler-plugins ``scheduling.x-k8s.io/v1alpha1`` group
-with ``minMember`` (see :mod:`custom_scheduler.gang`). Two extension points, as upstream:
+with ``minMember`` (see :mod:`custom_scheduler.api.podgroup`). Two extension points, as upstream:
 
 - **PreEnqueue** — the barrier. A member stays out of activeQ (gated, no cycle, no event) until its
   PodGroup object exists and at least minCount members exist. Both are cluster events the store
-  reports (:class:`~custom_scheduler.framework.gang.GangChange`), so the queue retries the group's
+  reports (:class:`~custom_scheduler.framework.gang_store.GangChange`), so the queue retries the group's
   pods on a PodGroup add, a lowered minCount or a member add, never on a timer. A native ``basic``
   group holds nothing back.
 - **Permit** — the quorum. A member that got a node waits, assumed, while fewer than minCount
@@ -16,7 +16,7 @@ with ``minMember`` (see :mod:`custom_scheduler.gang`). Two extension points, as 
   5 minutes); the framework caps it at 15 minutes and rejects the pod when it passes.
 
 The group cycle in core places a gang's queued members together and asks
-:func:`custom_scheduler.gang.placement_verdict` whether to commit (upstream's PlacementFeasible).
+:func:`custom_scheduler.api.podgroup.placement_verdict` whether to commit (upstream's PlacementFeasible).
 
 Upstream enables the plugin by default only with the ``GenericWorkload`` feature gate, which is off
 by default in 1.37 (beta): so it is registered here but not in the default profile; a config
@@ -29,12 +29,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from custom_scheduler import gang
+from custom_scheduler.api import podgroup as gang
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.podgroup import PodGroup
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
-from custom_scheduler.gang import PodGroup
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader
 
 NAME = "GangScheduling"

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, CycleState, ImageState, NodeInfo
-from custom_scheduler.model import Pod
 
 NAME = "ImageLocality"
 

@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from custom_scheduler.api.labels import IN, NOT_IN, Requirement, Selector, SelectorError, compile_selector
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec
@@ -49,8 +51,6 @@ from custom_scheduler.framework.types import (
     StateNotFoundError,
     Status,
 )
-from custom_scheduler.labels import IN, NOT_IN, Requirement, Selector, SelectorError, compile_selector
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader
 
 NAME = "InterPodAffinity"

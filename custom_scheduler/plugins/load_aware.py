@@ -2,8 +2,8 @@
 
 Requests say what pods reserved; a node can be far busier (pods above their requests, no requests
 at all) or far idler than its requests suggest. This plugin reads measured cpu and memory usage from
-a :class:`~custom_scheduler.loadmetrics.MetricsSource` (metrics-server's NodeMetrics by default,
-refreshed in the background; see :mod:`custom_scheduler.loadmetrics`) and prefers the least loaded
+a :class:`~custom_scheduler.framework.loadmetrics.MetricsSource` (metrics-server's NodeMetrics by default,
+refreshed in the background; see :mod:`custom_scheduler.framework.loadmetrics`) and prefers the least loaded
 nodes.
 
 **Load of a node** = measured usage + an *estimate* for pods that the sample cannot show yet: the
@@ -39,7 +39,7 @@ Args: ``resources``, ``thresholds``, ``staleAfter`` (Go duration, default ``3m``
 ``metricsSource`` (the name of the source to read, default ``default``).
 
 The source is found through the Handle (``handle.metrics_source(name)``), in the
-:class:`~custom_scheduler.loadmetrics.Sources` its composition root owns; the daemon builds one from
+:class:`~custom_scheduler.framework.loadmetrics.Sources` its composition root owns; the daemon builds one from
 the config with :func:`metrics_source_for` and rebuilds it when a reload changes
 :func:`source_params`.
 """
@@ -54,10 +54,11 @@ from typing import Any, ClassVar
 
 import structlog
 
-from custom_scheduler import loadmetrics
+from custom_scheduler.api.model import CPU, MEMORY, Pod
 from custom_scheduler.config import durations
-from custom_scheduler.framework import registry
+from custom_scheduler.framework import loadmetrics, registry
 from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.loadmetrics import NodeUsage
 from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -68,8 +69,6 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.loadmetrics import NodeUsage
-from custom_scheduler.model import CPU, MEMORY, Pod
 from custom_scheduler.plugins import args_reader, resource_allocation
 from custom_scheduler.plugins.resource_allocation import ResourceSpec
 
@@ -113,7 +112,7 @@ class NodeLoadArgs:
     estimate_pods: bool = True
     """Add the requests of pods placed since the sample (``estimatePods``)."""
     metrics_source: str = loadmetrics.DEFAULT_SOURCE
-    """Name of the installed :class:`~custom_scheduler.loadmetrics.MetricsSource` (``metricsSource``)."""
+    """Name of the installed :class:`~custom_scheduler.framework.loadmetrics.MetricsSource` (``metricsSource``)."""
     metrics_url: str = ""
     """``metricsURL``: read NodeMetricsList JSON from this base URL (``<url>/apis/metrics.k8s.io/
     v1beta1/nodes``) instead of through the API server, e.g. a metrics-server or exporter Service
@@ -450,7 +449,7 @@ def source_params(config: Any) -> SourceParams | None:
 def metrics_source_for(
     config: Any, client: loadmetrics.Getter, sources: loadmetrics.Sources
 ) -> loadmetrics.MetricsServerSource | None:
-    """The :class:`~custom_scheduler.loadmetrics.MetricsServerSource` the daemon should run for
+    """The :class:`~custom_scheduler.framework.loadmetrics.MetricsServerSource` the daemon should run for
     ``config``, installed in ``sources``; or None.
 
     None when no profile enables NodeLoad, or a source is already installed under the name NodeLoad

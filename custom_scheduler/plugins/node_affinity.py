@@ -15,7 +15,7 @@ that pin disjoint names give ``pod affinity terms conflict``.
 **Score.** The sum of the weights of the matching preferred terms (the pod's and ``addedAffinity``'s),
 normalised so the best node gets 100. PreScore returns Skip when there are no preferred terms.
 
-Selectors are compiled once per pod (PreFilter/PreScore) with :mod:`custom_scheduler.labels`. As in
+Selectors are compiled once per pod (PreFilter/PreScore) with :mod:`custom_scheduler.api.labels`. As in
 kube-scheduler, a required term that does not parse (bad operator, invalid label value) never matches
 rather than failing the pod; invalid preferred terms are an error. :func:`required_node_affinity_matches`
 and :func:`compile_required_node_affinity` are the pure helpers other plugins (topology spread's
@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from custom_scheduler import labels
+from custom_scheduler.api import labels
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.errors import FieldError
 from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework.interface import Handle
@@ -45,7 +46,6 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import args_reader, helpers
 
 NAME = "NodeAffinity"

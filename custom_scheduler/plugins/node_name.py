@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.arrays import Mask
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Snapshot, Status
-from custom_scheduler.model import Pod
 
 NAME = "NodeName"
 

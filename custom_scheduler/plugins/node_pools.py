@@ -42,11 +42,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from custom_scheduler import labels, quantity
+from custom_scheduler.api import labels, quantity
+from custom_scheduler.api.model import CPU, Node, Pod
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
-from custom_scheduler.model import CPU, Node, Pod
 from custom_scheduler.plugins import args_reader
 
 NAME = "NodePools"

@@ -27,10 +27,10 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, resource_allocation
 from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, SCALAR, Num, Ops, ResourceSpec
 

@@ -34,11 +34,11 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState, NodeInfo, Snapshot, StateKey, Status
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import args_reader, helpers, resource_allocation
 from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
 from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, Num, Ops, ResourceSpec

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from custom_scheduler.api.model import Pod, Taint, tolerates_all
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.arrays import Mask, NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Snapshot, Status
-from custom_scheduler.model import Pod, Taint, tolerates_all
 
 NAME = "NodeUnschedulable"
 

@@ -26,12 +26,12 @@ import secrets
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.storage import CSINode, PersistentVolumeClaim, not_found
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, Status
 from custom_scheduler.framework.volumes import VolumeStore
-from custom_scheduler.model import Pod
-from custom_scheduler.storage import CSINode, PersistentVolumeClaim, not_found
 
 NAME = "NodeVolumeLimits"
 

@@ -34,6 +34,8 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
+from custom_scheduler.api.labels import IN, Requirement, Selector, SelectorError, compile_selector
+from custom_scheduler.api.model import Node, Pod, tolerates_all
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
@@ -51,8 +53,6 @@ from custom_scheduler.framework.types import (
     StateNotFoundError,
     Status,
 )
-from custom_scheduler.labels import IN, Requirement, Selector, SelectorError, compile_selector
-from custom_scheduler.model import Node, Pod, tolerates_all
 from custom_scheduler.plugins import args_reader, node_affinity
 
 NAME = "PodTopologySpread"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.model import Pod
 
 NAME = "PrioritySort"
 

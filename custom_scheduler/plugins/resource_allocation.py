@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from custom_scheduler.api.model import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.types import NodeInfo
-from custom_scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from custom_scheduler.plugins import args_reader
 
 DEFAULT_RESOURCE_WEIGHT = 1

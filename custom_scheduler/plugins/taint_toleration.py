@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from custom_scheduler.api.model import Pod, Taint, Toleration, tolerates_all
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.arrays import Mask, NodeArrays
 from custom_scheduler.framework.interface import Handle
@@ -32,7 +33,6 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.model import Pod, Taint, Toleration, tolerates_all
 from custom_scheduler.plugins import helpers
 
 NAME = "TaintToleration"

@@ -41,23 +41,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from custom_scheduler.framework import registry
-from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import (
-    MAX_NODE_SCORE,
-    SKIP,
-    SUCCESS,
-    Code,
-    CycleState,
-    NodeInfo,
-    StateKey,
-    Status,
-)
-from custom_scheduler.framework.volumes import BindingFailed, VolumeStore
-from custom_scheduler.model import Pod
-from custom_scheduler.plugins import args_reader, helpers
-from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
-from custom_scheduler.storage import (
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.storage import (
     CLAIM_LOST,
     NOT_SUPPORTED_PROVISIONER,
     WAIT_FOR_FIRST_CONSUMER,
@@ -73,6 +58,21 @@ from custom_scheduler.storage import (
     pvc_from_json,
     topology_allows,
 )
+from custom_scheduler.framework import registry
+from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    Code,
+    CycleState,
+    NodeInfo,
+    StateKey,
+    Status,
+)
+from custom_scheduler.framework.volumes import BindingFailed, VolumeStore
+from custom_scheduler.plugins import args_reader, helpers
+from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
 
 NAME = "VolumeBinding"
 

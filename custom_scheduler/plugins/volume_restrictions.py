@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from custom_scheduler.api.model import Pod, PodVolume
+from custom_scheduler.api.storage import READ_WRITE_ONCE_POD, not_found
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
-from custom_scheduler.model import Pod, PodVolume
-from custom_scheduler.storage import READ_WRITE_ONCE_POD, not_found
 
 NAME = "VolumeRestrictions"
 

@@ -16,11 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.storage import (
+    GA_LABEL,
+    TOPOLOGY_LABELS,
+    WAIT_FOR_FIRST_CONSUMER,
+    not_found,
+    pv_zone_topologies,
+)
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
-from custom_scheduler.model import Pod
-from custom_scheduler.storage import GA_LABEL, TOPOLOGY_LABELS, WAIT_FOR_FIRST_CONSUMER, not_found, pv_zone_topologies
 
 NAME = "VolumeZone"
 

@@ -1,6 +1,6 @@
 """Operator tools beside the daemon: ``explain``, ``simulate`` and ``snapshot``.
 
-All three decide with the daemon's own code (:func:`custom_scheduler.app.build_frameworks`, the
+All three decide with the daemon's own code (:func:`custom_scheduler.server.app.build_frameworks`, the
 :class:`~custom_scheduler.core.cache.Cache` and :class:`~custom_scheduler.core.algorithm.Algorithm`),
 so their answers are the daemon's answers:
 

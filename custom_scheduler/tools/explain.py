@@ -1,7 +1,7 @@
 """``custom-scheduler explain POD``: why a pod goes (or would go) where it does, plugin by plugin.
 
 The decision is made by the daemon's own code: the profiles are built with
-:func:`custom_scheduler.app.build_frameworks`, the cluster is loaded into the daemon's
+:func:`custom_scheduler.server.app.build_frameworks`, the cluster is loaded into the daemon's
 :class:`~custom_scheduler.core.cache.Cache` (nodes, then assigned non-terminal pods, as the informers
 fill it), and :meth:`Algorithm.schedule <custom_scheduler.core.algorithm.Algorithm.schedule>` runs
 with ``find_all=True`` so that every node gets a verdict and every feasible node a score. On top of
@@ -52,17 +52,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from custom_scheduler import gang
-from custom_scheduler.app import build_frameworks
+from custom_scheduler.api import podgroup as gang
+from custom_scheduler.api.model import Pod, pod_from_json
 from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
 from custom_scheduler.core.cycle import run_post_filter
-from custom_scheduler.framework.gang import GangStore
+from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.interface import PostFilterResult
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
-from custom_scheduler.model import Pod, pod_from_json
 from custom_scheduler.plugins import dynamic_resources, gang_scheduling
-from custom_scheduler.tools import render
+from custom_scheduler.tools import report
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
     EXIT_RUNTIME,
@@ -506,7 +506,7 @@ def load_pod_file(path: str) -> dict[str, Any]:
 
 def explain_command(args: argparse.Namespace, registry: Any) -> Explanation:
     """Resolve the inputs of ``explain`` (live or offline) and explain. Raises ToolError, KubeError."""
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
     from custom_scheduler.kube.client import pod_path
 
     cfg = load_scheduler_config(args.config, registry)
@@ -545,15 +545,15 @@ def format_explanation(ex: Explanation, output: str, top: int = 3) -> str:
         return json.dumps(d, indent=2) + "\n"
     if output == "yaml":
         return dump_yaml(d)
-    return render.explain_text(d, wide=output == "wide", top=top)
+    return report.explain_text(d, wide=output == "wide", top=top)
 
 
 # -- the command ------------------------------------------------------------------------------------
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from custom_scheduler.builtin import full_registry
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
+    from custom_scheduler.plugins.builtin import full_registry
 
     try:
         with quiet_logs():

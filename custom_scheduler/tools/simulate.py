@@ -1,7 +1,7 @@
 """``custom-scheduler simulate``: place pending pods on a cluster snapshot, offline, as the daemon would.
 
 The same objects as the daemon decide: the profiles come from
-:func:`custom_scheduler.app.build_frameworks`, the cluster lives in the daemon's
+:func:`custom_scheduler.server.app.build_frameworks`, the cluster lives in the daemon's
 :class:`~custom_scheduler.core.cache.Cache`, each cycle refreshes one
 :class:`~custom_scheduler.framework.types.Snapshot` from it, and
 :meth:`Algorithm.schedule <custom_scheduler.core.algorithm.Algorithm.schedule>` picks the node
@@ -54,7 +54,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from custom_scheduler import gang
+from custom_scheduler.api import podgroup as gang
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.binding import Executor
@@ -62,13 +63,12 @@ from custom_scheduler.core.cycle import Decision
 from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import RecordingEvents
 from custom_scheduler.core.scheduler import Scheduler
-from custom_scheduler.framework.gang import GangStore
-from custom_scheduler.framework.preemption import MemoryEvictor
+from custom_scheduler.framework.evictor import MemoryEvictor
+from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import NodeInfo, Snapshot
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import gang_scheduling
-from custom_scheduler.tools import render
+from custom_scheduler.tools import report
 from custom_scheduler.tools.explain import choose_profile, offline_frameworks
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
@@ -590,21 +590,21 @@ def format_result(res: SimulationResult, output: str) -> str:
         return json.dumps(d, indent=2) + "\n"
     if output == "yaml":
         return dump_yaml(d)
-    return render.simulation_text(d)
+    return report.simulation_text(d)
 
 
 # -- the command ------------------------------------------------------------------------------------
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from custom_scheduler.builtin import full_registry
+    from custom_scheduler.plugins.builtin import full_registry
 
     try:
         with quiet_logs():
             res = run(args, full_registry())
         d = res.to_dict()
         if args.html:
-            write_text(args.html, render.simulation_html(d))
+            write_text(args.html, report.simulation_html(d))
     except ToolError as e:
         print(f"custom-scheduler simulate: {e}", file=sys.stderr)
         return e.code

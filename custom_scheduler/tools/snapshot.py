@@ -51,10 +51,11 @@ from typing import Any
 
 import yaml
 
-from custom_scheduler import gang, labels
+from custom_scheduler.api import labels
+from custom_scheduler.api import podgroup as gang
+from custom_scheduler.api.model import Pod, PodDisruptionBudget, node_from_json, pdb_from_json, pod_from_json
 from custom_scheduler.core.cache import Cache
-from custom_scheduler.framework.gang import GangStore
-from custom_scheduler.model import Pod, PodDisruptionBudget, node_from_json, pdb_from_json, pod_from_json
+from custom_scheduler.framework.gang_store import GangStore
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -199,10 +200,10 @@ class ClusterState:
         return store
 
     def dra_store(self) -> Any:
-        """A :class:`~custom_scheduler.framework.dra.DRAStore` of this state's DRA objects, as the
+        """A :class:`~custom_scheduler.framework.dra_store.DRAStore` of this state's DRA objects, as the
         daemon's informers fill it (claims' allocations mark their devices as in use)."""
         from custom_scheduler.core.informers import DRA_RESOURCES
-        from custom_scheduler.framework.dra import DRAStore
+        from custom_scheduler.framework.dra_store import DRAStore
 
         store = DRAStore()
         by_kind = {kind: project for kind, _, project in DRA_RESOURCES}
@@ -218,7 +219,7 @@ class ClusterState:
         is_placed: Callable[[str], bool] | None = None,
         pending: bool = True,
     ) -> GangStore:
-        """A :class:`~custom_scheduler.framework.gang.GangStore` of this state's PodGroups and
+        """A :class:`~custom_scheduler.framework.gang_store.GangStore` of this state's PodGroups and
         their member pods, as the daemon's PodGroup and pod informers fill it (GangScheduling's
         barrier counts members, its quorum counts placed ones).
 
@@ -269,7 +270,7 @@ def _spec(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def _may_name_pod_group(doc: Mapping[str, Any]) -> bool:
     """A cheap pre-check on a pod's JSON: whether either membership field is there at all
-    (:func:`~custom_scheduler.model.pod_from_json` decides which group it names)."""
+    (:func:`~custom_scheduler.api.model.pod_from_json` decides which group it names)."""
     return bool(_spec(doc).get("schedulingGroup")) or gang.POD_GROUP_LABEL in (_meta(doc).get("labels") or {})
 
 
@@ -512,12 +513,12 @@ def fetch_live(client: Any) -> ClusterState:
     """LIST nodes, non-terminal pods, namespaces, PriorityClasses, PDBs and workloads (Services,
     ReplicationControllers, ReplicaSets, StatefulSets) from the API server.
 
-    Raises :class:`~custom_scheduler.kube.errors.KubeError` on failures of the first three;
+    Raises :class:`~custom_scheduler.kube.api_errors.KubeError` on failures of the first three;
     PriorityClasses and PDBs are optional (a forbidden or missing API leaves the list empty), and so
     are the workloads, whose failures are also kept in ``warnings``.
     """
     from custom_scheduler.core.informers import POD_FIELD_SELECTOR
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
 
     state = ClusterState(source=f"live {getattr(client, 'host', '')}".strip())
     state.nodes = [_with_kind(n, "Node") for n in list_all(client, "/api/v1/nodes")]
@@ -546,7 +547,7 @@ def _fetch_pod_groups(client: Any, state: ClusterState) -> None:
     the daemon's informers wait for it; another failure (RBAC) is a warning, since GangScheduling
     then sees no group and holds its members back. Malformed groups are warned about and skipped,
     as the informers skip them."""
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
 
     for path, api_version in _POD_GROUP_APIS:
         try:
@@ -570,7 +571,7 @@ def _fetch_dra(client: Any, state: ClusterState) -> None:
     """Add ResourceSlices, DeviceClasses and ResourceClaims; a kind that cannot be listed (no
     RBAC, or a server without resource.k8s.io/v1) is skipped with a warning."""
     from custom_scheduler.core.informers import DRA_RESOURCES
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
 
     for kind, path, _ in DRA_RESOURCES:
         try:
@@ -585,7 +586,7 @@ def _fetch_storage(client: Any, state: ClusterState) -> None:
     """Add PVs, PVCs, StorageClasses and CSI objects; a kind that cannot be listed is skipped with
     a warning (the volume plugins then see none of it, as a daemon without that RBAC would)."""
     from custom_scheduler.core.informers import VOLUME_RESOURCES
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
 
     for kind, path, _ in VOLUME_RESOURCES:
         try:
@@ -601,7 +602,7 @@ def _fetch_workloads(client: Any, state: ClusterState) -> None:
     forbids it, the API fails) is skipped with a warning rather than failing the tool: the report
     is still right except for PodTopologySpread's default spreading, which the warning names."""
     from custom_scheduler.core.selectors import KINDS, SOURCES
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
 
     for kind, source in KINDS.items():
         try:
@@ -853,7 +854,7 @@ def load_scheduler_config(path: str | None, registry: Any) -> Any:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from custom_scheduler.kube import errors as kerrors
+    from custom_scheduler.kube import api_errors as kerrors
 
     try:
         with quiet_logs():

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from custom_scheduler import config
-from custom_scheduler.app import App
-from custom_scheduler.builtin import full_registry
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server.app import App
 from tests import kubectl as k
 from tests.faultproxy import FaultProxy
 
@@ -97,13 +97,13 @@ def crd(kube: KubeClient) -> Iterator[Callable[[], None]]:
         cluster.wait_for(established, timeout=30, what="the CRD to be established")
 
     yield install
-    with contextlib.suppress(errors.NotFound):
+    with contextlib.suppress(api_errors.NotFound):
         kube.delete(path)
 
     def gone() -> bool:
         try:
             kube.get(path)
-        except errors.NotFound:
+        except api_errors.NotFound:
             return True
         return False
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node, make_pod
 
 

@@ -35,13 +35,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from custom_scheduler.app import App
+from custom_scheduler.api.model import Pod, pod_from_json
 from custom_scheduler.core.informers import Informer
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
-from custom_scheduler.model import Pod, pod_from_json
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node
 from tests.faultproxy import FaultProxy, Rule
 
@@ -202,7 +202,7 @@ class Chaos:
         pods = [p for p in cluster.list_pods(self.kube, self.namespace) if not p["metadata"].get("deletionTimestamp")]
         if pods:
             victim = self.rng.choice(pods)["metadata"]["name"]
-            with contextlib.suppress(errors.NotFound):
+            with contextlib.suppress(api_errors.NotFound):
                 self.kube.delete(pod_path(self.namespace, victim), {"gracePeriodSeconds": 0})
             self.counts["pods deleted"] += 1
 
@@ -223,7 +223,7 @@ class Chaos:
             # Pod GC's job: pods bound to a node that no longer exists are deleted.
             for p in cluster.list_pods(self.kube, self.namespace):
                 if p["spec"].get("nodeName") == name:
-                    with contextlib.suppress(errors.NotFound):
+                    with contextlib.suppress(api_errors.NotFound):
                         self.kube.delete(pod_path(self.namespace, p["metadata"]["name"]), {"gracePeriodSeconds": 0})
             self.counts["nodes deleted"] += 1
         else:
@@ -275,7 +275,7 @@ class Chaos:
         act = self.rng.choices([a for _, a in actions], weights=[w for w, _ in actions])[0]
         try:
             act()
-        except errors.KubeError as e:  # the admin client races the controllers; not a failure
+        except api_errors.KubeError as e:  # the admin client races the controllers; not a failure
             self.counts[f"action conflicts ({type(e).__name__})"] += 1
         if self.rng.random() < 0.2:
             self.counts["terminating pods finished"] += cluster.finish_terminating_pods(self.kube, self.namespace)

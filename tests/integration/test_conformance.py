@@ -84,11 +84,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 
 from custom_scheduler import config
-from custom_scheduler.builtin import full_registry
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.tools.explain import Explanation, explain_pod
 from custom_scheduler.tools.snapshot import fetch_live, quiet_logs
 from tests.builders import PodBuilder, make_node, make_pod
@@ -345,10 +345,10 @@ def _cleanup(kube: KubeClient, sc: Scenario, namespace: str) -> None:
     """Pods go at once (grace 0: no kubelet), then the nodes and the namespace, so the next example's
     cluster is the only one of this module that either scheduler sees."""
     for name in ["subject", *(p["metadata"]["name"] for p, _ in sc.existing)]:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             kube.delete(pod_path(namespace, name), {"gracePeriodSeconds": 0})
     cluster.delete_nodes(kube, sc.names)
-    with contextlib.suppress(errors.KubeError):
+    with contextlib.suppress(api_errors.KubeError):
         cluster.delete_namespace(kube, namespace)
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
@@ -148,5 +148,5 @@ def test_namespace_deletion_removes_bound_pods(
     )
     _wait_all_bound(kube, ns, "web", 3)
     cluster.delete_namespace(kube, ns, finish_pods=False, wait=60)
-    with pytest.raises(errors.NotFound):
+    with pytest.raises(api_errors.NotFound):
         kube.get(f"/api/v1/namespaces/{ns}")

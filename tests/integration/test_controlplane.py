@@ -9,7 +9,7 @@ import pytest
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, node_path, pod_path
 from tests.builders import NodeBuilder, make_node, make_pod
 
@@ -48,7 +48,7 @@ def test_bind_sets_node_name_and_second_bind_conflicts(
     assert got["spec"]["nodeName"] == n1
     assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in got["status"]["conditions"])
 
-    with pytest.raises(errors.Conflict) as exc:
+    with pytest.raises(api_errors.Conflict) as exc:
         cluster.bind(kube, namespace, "p", n2, uid=uid)
     assert exc.value.status == 409
     assert kube.get(pod_path(namespace, "p"))["spec"]["nodeName"] == n1
@@ -57,6 +57,6 @@ def test_bind_sets_node_name_and_second_bind_conflicts(
 def test_rbac_is_enforced(control_plane: ControlPlane) -> None:
     """RBAC is on: an identity without bindings cannot list pods."""
     nobody = KubeClient.from_kubeconfig(str(control_plane.kubeconfig("nobody")), qps=0, burst=1)
-    with pytest.raises(errors.ApiError) as exc:
+    with pytest.raises(api_errors.ApiError) as exc:
         nobody.get("/api/v1/pods")
     assert exc.value.status == 403

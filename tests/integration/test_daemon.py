@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from custom_scheduler import config
-from custom_scheduler.app import App
-from custom_scheduler.builtin import full_registry
-from custom_scheduler.daemon import serve
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.metrics import Metrics
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server.app import App
+from custom_scheduler.server.daemon import serve
+from custom_scheduler.server.metrics import Metrics
 from tests import secure
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
@@ -103,7 +103,7 @@ def test_daemon_runs_as_the_service_account_with_the_configmap_config(
     """The manifests' RBAC is enough to schedule, elect and report; the SA cannot read Secrets."""
     apply_rbac(control_plane)
     sa = KubeClient.from_kubeconfig(str(control_plane.kubeconfig(SCHEDULER_USER)), qps=0, burst=1)
-    with pytest.raises(errors.ApiError) as denied:
+    with pytest.raises(api_errors.ApiError) as denied:
         sa.get("/api/v1/namespaces/kube-system/secrets")
     assert denied.value.status == 403
     nodes(make_node("sa-node"))

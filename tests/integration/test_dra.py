@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node, make_pod
 
 Nodes = Callable[[NodeBuilder], dict[str, Any]]
@@ -70,10 +70,10 @@ class DRA:
 
     def cleanup(self) -> None:
         for name in self.slices:
-            with contextlib.suppress(errors.KubeError):
+            with contextlib.suppress(api_errors.KubeError):
                 self.kube.delete(f"{API}/resourceslices/{name}")
         for name in self.classes:
-            with contextlib.suppress(errors.KubeError):
+            with contextlib.suppress(api_errors.KubeError):
                 self.kube.delete(f"{API}/deviceclasses/{name}")
 
 

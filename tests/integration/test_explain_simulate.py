@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 import yaml
 
-from custom_scheduler import quantity
-from custom_scheduler.app import App
+from custom_scheduler.api import quantity
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.server.app import App
 from custom_scheduler.tools import main
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
@@ -93,7 +93,7 @@ def _delete_now(kube: KubeClient, namespace: str, name: str) -> None:
     def gone() -> bool:
         try:
             kube.get(pod_path(namespace, name))
-        except errors.NotFound:
+        except api_errors.NotFound:
             return True
         return False
 

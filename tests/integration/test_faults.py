@@ -15,11 +15,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
 from tests.observers import RetriesSeen
@@ -246,7 +246,7 @@ def test_another_scheduler_binding_on_the_same_nodes_is_counted(
                 return
             try:
                 cluster.bind(kube, namespace, pod["metadata"]["name"], names[i % 3], uid=pod["metadata"]["uid"])
-            except errors.KubeError:
+            except api_errors.KubeError:
                 pass
 
     t = threading.Thread(target=competitor)

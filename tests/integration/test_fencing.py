@@ -26,14 +26,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from custom_scheduler import config, leader
-from custom_scheduler.app import App
-from custom_scheduler.builtin import full_registry
-from custom_scheduler.daemon import serve
+from custom_scheduler import config
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.metrics import Metrics
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server import leader
+from custom_scheduler.server.app import App
+from custom_scheduler.server.daemon import serve
+from custom_scheduler.server.metrics import Metrics
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
 
@@ -75,7 +76,7 @@ def _steal(kube: KubeClient, namespace: str, name: str) -> float:
         )
         try:
             kube.put(path, lease)  # carries the resourceVersion we read: retried on a renewal race
-        except errors.Conflict:
+        except api_errors.Conflict:
             continue
         return time.monotonic()
     raise AssertionError("could not overwrite the Lease")

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler import leader
-from custom_scheduler.config.types import LeaderElectionConfig
-from custom_scheduler.kube import errors
+from custom_scheduler.config.schema import LeaderElectionConfig
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.metrics import Metrics
+from custom_scheduler.server import leader
+from custom_scheduler.server.metrics import Metrics
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
 MICROTIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
@@ -343,7 +343,7 @@ def test_conflicting_write_loses_the_race(kube: KubeClient, lease_config: Leader
     b._lease = b_lease  # a stale read, injected to make the race deterministic
     b._observed = leader.LeaseRecord.from_lease(b_lease)
     assert not b._put(b._record(renewing=False))
-    with pytest.raises(errors.Conflict):
+    with pytest.raises(api_errors.Conflict):
         kube.put(leader.lease_path(lease_config.resource_namespace, lease_config.resource_name), b_lease)
     assert _lease(kube, lease_config)["spec"]["holderIdentity"] == "replica-a"
     assert a.release()

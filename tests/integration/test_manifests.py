@@ -24,12 +24,13 @@ from typing import Any
 import pytest
 import yaml
 
-from custom_scheduler import config, leader
-from custom_scheduler.builtin import full_registry
+from custom_scheduler import config
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import REPO_ROOT, ControlPlane
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_path
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server import leader
 from tests import kubectl as k
 from tests.builders import NodeBuilder, make_node, make_pod, make_pod_group
 
@@ -179,7 +180,7 @@ def as_scheduler(control_plane: ControlPlane, kube: KubeClient) -> Iterator[Kube
 
 
 def _forbidden(call: Callable[[], Any]) -> None:
-    with pytest.raises(errors.ApiError) as exc:
+    with pytest.raises(api_errors.ApiError) as exc:
         call()
     assert exc.value.status == 403, exc.value
 
@@ -413,7 +414,7 @@ def test_service_account_holds_its_own_lease(as_scheduler: KubeClient, kube: Kub
     """The elector, running as the ServiceAccount, creates, renews and releases kube-system/custom-scheduler."""
     cfg = config.load_config(k.scheduler_config_text(), full_registry()).leader_election
     path = leader.lease_path(cfg.resource_namespace, cfg.resource_name)
-    with contextlib.suppress(errors.NotFound):
+    with contextlib.suppress(api_errors.NotFound):
         kube.delete(path)
     elector = leader.LeaderElector(as_scheduler, cfg, "rbac-test")
     try:
@@ -423,7 +424,7 @@ def test_service_account_holds_its_own_lease(as_scheduler: KubeClient, kube: Kub
         assert elector.release()
         assert as_scheduler.get(path)["spec"].get("holderIdentity", "") == ""
     finally:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             kube.delete(path)
 
 
@@ -562,7 +563,7 @@ def test_image_install_steps_work_in_a_clean_venv(tmp_path: Path) -> None:
     imported = run(
         venv / "bin" / "python",
         "-c",
-        "import custom_scheduler.health, custom_scheduler.leader, custom_scheduler.serving as s;"
+        "import custom_scheduler.server.health, custom_scheduler.server.leader, custom_scheduler.server.serving as s;"
         " s.ServingCerts.self_signed()",
     )
     assert imported.returncode == 0, imported.stderr

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 Nodes = Callable[[NodeBuilder], dict[str, Any]]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node, make_pod
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.

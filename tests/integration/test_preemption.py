@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
@@ -50,7 +50,7 @@ def priority_class(kube: KubeClient) -> Iterator[PriorityClasses]:
 
     yield make
     for name in created:
-        with contextlib.suppress(errors.KubeError):
+        with contextlib.suppress(api_errors.KubeError):
             kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
 

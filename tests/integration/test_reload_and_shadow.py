@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from custom_scheduler import config
-from custom_scheduler.app import App
-from custom_scheduler.builtin import full_registry
 from custom_scheduler.core.scheduler import Decision
 from custom_scheduler.devenv import cluster
+from custom_scheduler.framework.loadmetrics import MetricsServerSource
 from custom_scheduler.kube.client import KubeClient, pod_path
-from custom_scheduler.loadmetrics import MetricsServerSource
-from custom_scheduler.reload import ConfigWatcher
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server.app import App
+from custom_scheduler.server.reload import ConfigWatcher
 from tests.builders import NodeBuilder, make_node, make_pod
 from tests.integration.conftest import MINIMAL_CONFIG
 from tests.unit.test_loadmetrics import FakeMetricsServer

@@ -5,7 +5,7 @@ configs and manifests under ``examples/`` (so the examples are known to work):
   while another node fits, and a clear FailedScheduling reason once only GPU nodes are left.
 - Dedicated pools (examples/pools): members only on pool nodes, non-members never there.
 - Load-aware placement (examples/load-aware): the daemon reads NodeMetrics through
-  :class:`~custom_scheduler.loadmetrics.MetricsServerSource` from a loopback server that speaks
+  :class:`~custom_scheduler.framework.loadmetrics.MetricsServerSource` from a loopback server that speaks
   ``metrics.k8s.io/v1beta1`` (the real aggregation layer would need front-proxy certificates) and
   steers a burst away from the busy node.
 - Priority (examples/priority): an online pod preempts batch pods.
@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 import yaml
 
-from custom_scheduler import config, loadmetrics
-from custom_scheduler.app import App
-from custom_scheduler.builtin import full_registry
+from custom_scheduler import config
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import errors
+from custom_scheduler.framework import loadmetrics
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.plugins import accelerators
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server.app import App
 from tests.unit.test_loadmetrics import FakeMetricsServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -76,7 +77,7 @@ def example_nodes(kube: KubeClient) -> Iterator[Callable[[str], dict[str, str]]]
 
     yield make
     for name in created:
-        with contextlib.suppress(errors.KubeError):
+        with contextlib.suppress(api_errors.KubeError):
             kube.delete(f"/api/v1/nodes/{name}")
 
 
@@ -92,7 +93,7 @@ def extra_namespace(kube: KubeClient) -> Iterator[Callable[[dict[str, str] | Non
 
     yield make
     for name in made:
-        with contextlib.suppress(errors.KubeError):
+        with contextlib.suppress(api_errors.KubeError):
             kube.delete(f"/api/v1/namespaces/{name}")
 
 
@@ -114,7 +115,7 @@ def priority_classes(kube: KubeClient) -> Iterator[Callable[[str], dict[str, str
 
     yield make
     for name in created:
-        with contextlib.suppress(errors.KubeError):
+        with contextlib.suppress(api_errors.KubeError):
             kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.core.queue import SubQueue
-from custom_scheduler.delegated_auth import DelegatingAuth
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.health import HealthServer
 from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, pod_path
-from custom_scheduler.metrics import Metrics
+from custom_scheduler.server.app import App
+from custom_scheduler.server.delegated_auth import DelegatingAuth
+from custom_scheduler.server.health import HealthServer
+from custom_scheduler.server.metrics import Metrics
 from tests import secure
 from tests.builders import NodeBuilder, make_node, make_pod
 

@@ -30,15 +30,15 @@ import orjson
 import pytest
 
 from custom_scheduler import config
-from custom_scheduler.app import App
-from custom_scheduler.builtin import full_registry
-from custom_scheduler.daemon import serve
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ADMIN_TOKEN_USER, ControlPlane, free_port
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.metrics import Metrics
-from custom_scheduler.serving import generate_self_signed
+from custom_scheduler.plugins.builtin import full_registry
+from custom_scheduler.server.app import App
+from custom_scheduler.server.daemon import serve
+from custom_scheduler.server.metrics import Metrics
+from custom_scheduler.server.serving import generate_self_signed
 from tests import kubectl as k
 from tests.secure import get
 
@@ -114,7 +114,7 @@ def prometheus_token(kube: KubeClient, namespace: str) -> Iterator[str]:
     try:
         yield str(request["status"]["token"])
     finally:
-        with contextlib.suppress(errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):
             kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
 
 

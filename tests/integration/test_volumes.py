@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.app import App
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.provisioner import Provisioner
-from custom_scheduler.kube import errors
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.plugins import node_volume_limits, volume_binding, volume_restrictions
+from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, csinode_obj, make_node, make_pod, make_pv, make_pvc, storage_class_obj
 
 Nodes = Callable[[NodeBuilder], dict[str, Any]]
@@ -95,16 +95,16 @@ class Storage:
 
     def cleanup(self) -> None:
         for name in self.attachments:
-            with contextlib.suppress(errors.KubeError):
+            with contextlib.suppress(api_errors.KubeError):
                 self.kube.delete(f"{VA_PATH}/{name}")
         for name in self.csinodes:
-            with contextlib.suppress(errors.KubeError):
+            with contextlib.suppress(api_errors.KubeError):
                 self.kube.delete(f"/apis/storage.k8s.io/v1/csinodes/{name}")
         for name in self.pvs:
-            with contextlib.suppress(errors.KubeError):
+            with contextlib.suppress(api_errors.KubeError):
                 self.kube.delete(f"{PV_PATH}/{name}")
         for name in self.classes:
-            with contextlib.suppress(errors.KubeError):
+            with contextlib.suppress(api_errors.KubeError):
                 self.kube.delete(f"{SC_PATH}/{name}")
 
 

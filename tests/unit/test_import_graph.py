@@ -23,14 +23,20 @@ function* (``tools/__init__`` loading a command's module on demand) is not an ed
 that imports a name from its own package's ``__init__`` forms a cycle only if that ``__init__``
 imports the submodule back at module level.
 
-Layer rules (both module-level and deferred imports; from issue 14):
+Layer rules (both module-level and deferred imports; from issues 14 and 23). Each top-level
+part of the package may import only the parts listed for it in :data:`ALLOWED`, so the folders
+show the layers::
 
-- ``config/`` imports nothing from ``framework/``, ``core/``, ``plugins/``: it is handed a
-  name → capabilities map by the runtime;
-- ``core/`` imports no ``plugins.*`` module;
-- ``plugins/`` import nothing from ``kube/`` (client, errors, watch): they reach the cluster through
-  the Handle and :mod:`custom_scheduler.framework.api`;
-- ``framework/`` imports no ``plugins.*`` or ``core.*`` module.
+    errors                      what crosses every boundary (ConfigError)
+    api, kube, config           projections of API objects; the HTTP client; the configuration
+    framework                   the plugin API, the runtime and the services a Handle lends
+    plugins | core              the plugins (cluster only through the Handle, never kube/) | the
+                                queue, cache, cycles and informers (never a plugin)
+    server | tools              running the daemon | explain, simulate, snapshot (never each other)
+    devenv                      the local control plane and demo
+    cli, __main__               the command line
+
+A module at the root other than ``cli``, ``__main__`` and ``errors`` fails the layout test.
 """
 
 from __future__ import annotations
@@ -45,17 +51,29 @@ import pytest
 PACKAGE = "custom_scheduler"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 
-#: (importer layer, forbidden layers). A layer is a module or package under ``custom_scheduler``.
-LAYER_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("config", ("framework", "core", "plugins")),
-    ("core", ("plugins",)),
-    ("plugins", ("kube",)),
-    ("framework", ("plugins", "core")),
-)
+_BASE = ("errors",)
+_MODEL = (*_BASE, "api", "kube", "config")
+_RUNTIME = (*_MODEL, "framework")
+_ENGINE = (*_RUNTIME, "plugins", "core")
 
-#: Known exceptions to the layer rules: (importer, imported) → why it is still there.
-#: Empty: core routes a bind on the typed ``BindResult`` now, not on DefaultBinder's reason strings.
-KNOWN_LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
+#: layer → the layers it may import (besides itself). A layer is a top-level module or package.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "errors": (),
+    "api": _BASE,
+    "kube": _BASE,
+    "config": _BASE,
+    "framework": _MODEL,
+    "plugins": (*_BASE, "api", "config", "framework"),
+    "core": _RUNTIME,
+    "server": _ENGINE,
+    "tools": _ENGINE,
+    "devenv": (*_ENGINE, "tools"),
+    "cli": (*_ENGINE, "server", "tools", "devenv"),
+    "__main__": ("cli",),
+}
+
+#: What may sit at the package root (everything else belongs to a layer's folder).
+ROOT_MODULES = frozenset({"cli", "__main__", "errors"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +209,7 @@ def test_the_graph_is_read() -> None:
     # Guards the reader itself: a few edges every version of the package has.
     pairs = {(_short(e.src), _short(e.dst)) for e in EDGES}
     assert ("framework.runtime", "framework.types") in pairs
-    assert ("config.loading", "config.types") in pairs
+    assert ("config.loading", "config.schema") in pairs
     assert len(MODULES) > 50
 
 
@@ -210,25 +228,40 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(detail)
 
 
-@pytest.mark.parametrize(("layer", "forbidden"), LAYER_RULES, ids=[r[0] for r in LAYER_RULES])
-def test_layer_rules(layer: str, forbidden: tuple[str, ...]) -> None:
+def _layer(module: str) -> str:
+    return _short(module).split(".")[0]
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_rules(layer: str) -> None:
     bad = sorted(
         {
             f"{_short(e.src)}:{e.line} -> {_short(e.dst)}"
             for e in EDGES
-            if _in_layer(e.src, layer)
-            and any(_in_layer(e.dst, f) for f in forbidden)
-            and (_short(e.src), _short(e.dst)) not in KNOWN_LAYER_EXCEPTIONS
+            if _layer(e.src) == layer and _layer(e.dst) not in (layer, *ALLOWED[layer])
         }
     )
-    assert not bad, f"{layer}/ must not import {', '.join(forbidden)}:\n" + "\n".join(bad)
+    assert not bad, f"{layer} may import only {', '.join(ALLOWED[layer]) or 'nothing of ours'}:\n" + "\n".join(bad)
 
 
-def test_known_exceptions_are_still_needed() -> None:
-    # An exception that no longer matches an edge is stale: remove it so the rule is enforced.
-    pairs = {(_short(e.src), _short(e.dst)) for e in EDGES}
-    stale = [f"{a} -> {b}" for a, b in KNOWN_LAYER_EXCEPTIONS if (a, b) not in pairs]
-    assert not stale, "stale KNOWN_LAYER_EXCEPTIONS: " + ", ".join(stale)
+def test_every_module_belongs_to_a_layer() -> None:
+    loose = sorted(
+        _short(m)
+        for m, path in MODULES.items()
+        if path.parent == ROOT and path.name != "__init__.py" and _short(m) not in ROOT_MODULES
+    )
+    assert not loose, f"modules at the package root: {loose}"
+    assert {_layer(m) for m in MODULES if m != PACKAGE} <= set(ALLOWED)
+
+
+def test_no_two_modules_share_a_name() -> None:
+    # One name per concept: no twins such as dra.py / framework/dra.py across layers.
+    names: dict[str, list[str]] = {}
+    for m, path in MODULES.items():
+        if path.name != "__init__.py":
+            names.setdefault(m.rpartition(".")[2], []).append(_short(m))
+    twins = {n: ms for n, ms in names.items() if len(ms) > 1}
+    assert not twins, f"modules that share a name: {twins}"
 
 
 def test_core_copies_of_plugin_names_match_the_plugins() -> None:

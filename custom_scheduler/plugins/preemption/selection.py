@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from custom_scheduler.api.model import Pod, PodDisruptionBudget
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
-from custom_scheduler.model import Pod, PodDisruptionBudget
 
 #: Status reason of a node with no pod of lower priority than the preemptor.
 ERR_REASON_NO_VICTIMS = "No preemption victims found for incoming pod"

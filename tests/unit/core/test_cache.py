@@ -7,8 +7,8 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core.cache import Cache
-from custom_scheduler.model import Pod
 from tests.builders import make_node, make_pod
 
 

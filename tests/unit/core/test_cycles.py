@@ -18,22 +18,22 @@ from typing import Any, ClassVar
 
 import pytest
 
-from custom_scheduler.app import build_frameworks
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.binding import Executor, PoolExecutor
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.ports import Observer, RecordingEvents
 from custom_scheduler.core.scheduler import Scheduler
-from custom_scheduler.fence import Fence
-from custom_scheduler.framework.api import errors
+from custom_scheduler.framework.clusterapi import api_errors
+from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.registry import PluginSpec, Registry, no_args
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
 from custom_scheduler.framework.waiting import WaitingPodMap
-from custom_scheduler.model import Pod
+from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import make_node, make_pod
 
 # --- fakes ---------------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ def env(
 
 
 def unavailable() -> Exception:
-    return errors.ServerError(503, "ServiceUnavailable", "try again")
+    return api_errors.ServerError(503, "ServiceUnavailable", "try again")
 
 
 # --- binding results -----------------------------------------------------------------------------
@@ -224,15 +224,15 @@ def test_each_bind_reports_its_own_retries_under_concurrency() -> None:
 @pytest.mark.parametrize(
     ("fault", "requeued", "event"),
     [
-        pytest.param(errors.NotFound(404, "NotFound", 'pods "p" not found'), None, None, id="gone-is-dropped"),
+        pytest.param(api_errors.NotFound(404, "NotFound", 'pods "p" not found'), None, None, id="gone-is-dropped"),
         pytest.param(
-            errors.Conflict(409, "Conflict", 'pod p is already assigned to node "elsewhere"'),
+            api_errors.Conflict(409, "Conflict", 'pod p is already assigned to node "elsewhere"'),
             None,
             None,
             id="bound-elsewhere-is-dropped",
         ),
         pytest.param(
-            errors.ApiError(403, "Forbidden", "no"), q.SubQueue.BACKOFF, "FailedScheduling", id="error-backs-off"
+            api_errors.ApiError(403, "Forbidden", "no"), q.SubQueue.BACKOFF, "FailedScheduling", id="error-backs-off"
         ),
     ],
 )
@@ -248,7 +248,7 @@ def test_failed_binds_are_routed_by_outcome(fault: Exception, requeued: q.SubQue
 
 
 def test_already_bound_to_our_node_counts_as_bound() -> None:
-    conflict = errors.Conflict(409, "Conflict", 'pod p is already assigned to node "n0"')
+    conflict = api_errors.Conflict(409, "Conflict", 'pod p is already assigned to node "n0"')
     e = env(script={"p": [unavailable(), conflict]}, nodes=1)
     pod = make_pod("p").req(cpu="100m").build()
     e.sched.on_pod_add(pod)

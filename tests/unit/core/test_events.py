@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from custom_scheduler.core.events import Writer, micro_time, truncate_note
-from custom_scheduler.fence import Fence
+from custom_scheduler.framework.fence import Fence
 from tests.builders import make_crd_pod_group, make_pod
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from custom_scheduler.api.model import Pod, pod_from_json
 from custom_scheduler.core.informers import Informer
-from custom_scheduler.model import Pod, pod_from_json
 from tests.builders import make_pod
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from custom_scheduler import model
+from custom_scheduler.api import model
 from custom_scheduler.core import queue
 from custom_scheduler.core.queue import QueuedPodInfo, SchedulingQueue, SubQueue
 from custom_scheduler.plugins import scheduling_gates

@@ -5,7 +5,7 @@ Preempted event, the lost nominations last), what is tolerated (404/409, victims
 terminating), what is retried (transient errors) and what a failure reports (``on_done(preemptor,
 False)`` with no nomination cleared). Each test waits for ``on_done`` with a deadline; nothing
 sleeps. The last tests drive the whole scheduling cycle so the hand-over from the PostFilter
-result to the evictor is covered too. Fencing is in ``tests/unit/test_fence.py``; the real
+result to the evictor is covered too. Fencing is in ``tests/unit/framework/test_fence.py``; the real
 server's answers in the integration tests.
 """
 
@@ -19,17 +19,17 @@ from typing import Any, cast
 import pytest
 
 from custom_scheduler import config
-from custom_scheduler.app import build_frameworks
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.binding import Executor
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
-from custom_scheduler.fence import Fence
+from custom_scheduler.framework.evictor import ApiEvictor
+from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.handle import SnapshotHandle
-from custom_scheduler.framework.preemption import ApiEvictor
-from custom_scheduler.kube import errors
-from custom_scheduler.model import Pod
+from custom_scheduler.framework.profiles import build_frameworks
+from custom_scheduler.kube import api_errors
+from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import make_node, make_pod
 from tests.fake_api import Call, FakeClient
 
@@ -197,13 +197,13 @@ def test_only_terminating_victims_still_clear_the_lost_nominations(harness: Any)
     ("fail", "want_paths", "want_events"),
     [
         pytest.param(
-            {"low-1/status": errors.NotFound(404, "NotFound", "gone")},
+            {"low-1/status": api_errors.NotFound(404, "NotFound", "gone")},
             [("PATCH", f"{PODS}/low-1/status")],
             [],
             id="404-on-the-condition-patch-no-delete",
         ),
         pytest.param(
-            {"pods/low-1": errors.Conflict(409, "Conflict", "uid precondition failed")},
+            {"pods/low-1": api_errors.Conflict(409, "Conflict", "uid precondition failed")},
             [("PATCH", f"{PODS}/low-1/status"), ("DELETE", f"{PODS}/low-1")],
             [],
             id="409-on-delete-replaced-by-a-namesake",
@@ -222,7 +222,7 @@ def test_a_victim_already_gone_is_not_an_error(
 
 
 def test_api_failure_reports_not_ok_and_clears_no_nomination(harness: Any) -> None:
-    client = FakeClient(fail={"pods/low-2": errors.ApiError(403, "Forbidden", "no")})
+    client = FakeClient(fail={"pods/low-2": api_errors.ApiError(403, "Forbidden", "no")})
     h = harness(client)
     lower = pod("waiting-low", 3, node="")
     assert h.run([pod("low-2", 2), pod("low-1", 1)], [lower]) is False
@@ -252,7 +252,7 @@ class Flaky(FakeClient):
         if self.failures:
             self.failures -= 1
             self.calls.append(("DELETE", path, body))
-            raise errors.ServerError(503, "ServiceUnavailable", "busy")
+            raise api_errors.ServerError(503, "ServiceUnavailable", "busy")
         return super().delete(path, body)
 
 
@@ -285,9 +285,9 @@ def test_a_crashing_client_reports_not_ok_and_releases_the_preemptor(harness: An
     ("fail", "want_patched"),
     [
         pytest.param({}, ["a", "b"], id="both"),
-        pytest.param({"a/status": errors.NotFound(404, "NotFound", "gone")}, ["a", "b"], id="404-tolerated"),
-        pytest.param({"a/status": errors.Conflict(409, "Conflict", "uid")}, ["a", "b"], id="409-tolerated"),
-        pytest.param({"a/status": errors.ApiError(403, "Forbidden", "no")}, ["a", "b"], id="403-logged-next-pod"),
+        pytest.param({"a/status": api_errors.NotFound(404, "NotFound", "gone")}, ["a", "b"], id="404-tolerated"),
+        pytest.param({"a/status": api_errors.Conflict(409, "Conflict", "uid")}, ["a", "b"], id="409-tolerated"),
+        pytest.param({"a/status": api_errors.ApiError(403, "Forbidden", "no")}, ["a", "b"], id="403-logged-next-pod"),
     ],
 )
 def test_clear_nominations_nulls_each_pods_nominated_node(
@@ -304,7 +304,7 @@ def test_clear_nominations_nulls_each_pods_nominated_node(
 
 
 def test_clear_nominations_retries_a_transient_error(harness: Any) -> None:
-    answers: list[Exception] = [errors.ServerError(503, "ServiceUnavailable", "busy")]
+    answers: list[Exception] = [api_errors.ServerError(503, "ServiceUnavailable", "busy")]
 
     def flaky(c: Call) -> None:
         if answers:

@@ -15,15 +15,15 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from custom_scheduler.app import build_frameworks
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.framework import arrays
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.registry import PluginSpec, Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, NodeScore, Snapshot, Status
-from custom_scheduler.model import Pod
+from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import make_node, make_pod
 
 DEFAULT = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"

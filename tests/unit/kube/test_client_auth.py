@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import Configuration
 
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube import client as kc
-from custom_scheduler.kube import errors
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -79,7 +79,7 @@ def test_token_is_read_again_after_the_refresh_interval(server: _Server, monkeyp
 def test_a_401_makes_the_next_request_read_the_token_again(server: _Server) -> None:
     client = _client(server, ["old", "new"])
     server.status = 401
-    with pytest.raises(errors.ApiError) as e:
+    with pytest.raises(api_errors.ApiError) as e:
         client.get("/a")
     assert e.value.status == 401
     server.status = 200

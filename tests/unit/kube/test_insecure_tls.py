@@ -17,11 +17,11 @@ import pytest
 import urllib3.exceptions
 from structlog.testing import capture_logs
 
-from custom_scheduler.delegated_auth import DelegatingAuth
-from custom_scheduler.health import HealthServer
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.metrics import Metrics
-from custom_scheduler.serving import ServingCerts
+from custom_scheduler.server.delegated_auth import DelegatingAuth
+from custom_scheduler.server.health import HealthServer
+from custom_scheduler.server.metrics import Metrics
+from custom_scheduler.server.serving import ServingCerts
 from tests.secure import FakeReviewApi
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from custom_scheduler.framework.dra import DRAStore
+from custom_scheduler.api.labels import Selector
+from custom_scheduler.api.model import Node, Pod, PodDisruptionBudget
+from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
 from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore, Status
-from custom_scheduler.labels import Selector
-from custom_scheduler.loadmetrics import MetricsSource, Sources
-from custom_scheduler.model import Node, Pod, PodDisruptionBudget
 from tests.builders import PodBuilder, make_pod
 
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler import dra
+from custom_scheduler.api import dra
+from custom_scheduler.api.model import Node, Pod, pod_from_json
 from custom_scheduler.errors import ConfigError
-from custom_scheduler.framework import dra as fdra
+from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, Status
-from custom_scheduler.model import Node, Pod, pod_from_json
 from custom_scheduler.plugins import accelerators as acc
 from custom_scheduler.plugins.accelerators import AcceleratorIsolationArgs, LabelMatch
 from tests.builders import (

@@ -15,12 +15,12 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.types import CycleState, NodeInfo, Snapshot
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import image_locality, taint_toleration
 from custom_scheduler.plugins import node_resources_balanced_allocation as nrba
 from custom_scheduler.plugins import node_resources_fit as nrf

@@ -4,7 +4,7 @@ The pure parts (:mod:`custom_scheduler.plugins.preemption.selection`) are tested
 real profile's filters; the plugin end to end through :class:`Algorithm` and the framework's
 PostFilter. The plugin only decides: its :class:`PostFilterResult` names the node, the victims and
 the nominations to clear, and a recording fake client proves it writes nothing. Carrying the
-decision out (the API calls) is :class:`~custom_scheduler.framework.preemption.ApiEvictor`'s,
+decision out (the API calls) is :class:`~custom_scheduler.framework.evictor.ApiEvictor`'s,
 tested in ``tests/unit/framework/test_evictor.py``.
 """
 
@@ -16,18 +16,18 @@ from typing import Any, cast
 
 import pytest
 
-from custom_scheduler.app import build_frameworks
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod, PodDisruptionBudget, pdb_from_json, pod_from_json
 from custom_scheduler.config import load_config
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.interface import PostFilterResult
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, NodeInfo, Snapshot, Status
-from custom_scheduler.model import Pod, PodDisruptionBudget, pdb_from_json, pod_from_json
 from custom_scheduler.plugins import default_preemption as dp
+from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.plugins.preemption import selection
 from custom_scheduler.plugins.preemption.selection import Candidate, Victims
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler import dra
-from custom_scheduler.framework import dra as fdra
+from custom_scheduler.api import dra
+from custom_scheduler.framework import dra_store as fdra
+from custom_scheduler.plugins import dra_allocator
 from tests.builders import ClaimBuilder, device_class_obj, resource_slice_obj
 
 D = "gpu.example.com"
@@ -30,12 +31,12 @@ def four_gpus(node: str, model: str = "a100") -> dict[str, Any]:
 
 def run(store: fdra.DRAStore, names: list[str], node: str = "n1") -> list[list[str]] | None:
     claims = [store.get_claim("default", n) for n in names]
-    got = dra.allocate(
+    got = dra_allocator.allocate(
         claims,  # type: ignore[arg-type]
         store.candidates(node, {}),
         store.allocated_devices(),
         store.device_class,
-        dra.CELCache(),
+        dra_allocator.CELCache(),
         node,
     )
     return None if got is None else [[f"{r.request}={r.device}" for r in a.results] for a in got]
@@ -71,13 +72,13 @@ def test_one_request_pick_matches_the_search(claims: list[ClaimBuilder], want: l
 
 
 def test_selector_outcomes_are_memoised_per_device_and_errors_raise_every_time() -> None:
-    cels = dra.CELCache()
+    cels = dra_allocator.CELCache()
     device = dra.resource_slice_from_json(four_gpus("n1")).devices[0]
     ok, bad = f'device.attributes["{D}"].model == "a100"', f'device.attributes["{D}"].nope == 1'
     assert cels.matches(ok, device) is True
     assert device.cel_results[ok] is True
     for _ in range(2):
-        with pytest.raises(dra.CELError, match="runtime error"):
+        with pytest.raises(dra_allocator.CELError, match="runtime error"):
             cels.matches(bad, device)
     assert isinstance(device.cel_results[bad], str)
     # A slice update projects new devices: the outcome follows the new attributes.
@@ -86,11 +87,11 @@ def test_selector_outcomes_are_memoised_per_device_and_errors_raise_every_time()
 
 
 def test_memo_is_bounded() -> None:
-    cels = dra.CELCache()
+    cels = dra_allocator.CELCache()
     device = dra.resource_slice_from_json(four_gpus("n1")).devices[0]
-    for i in range(dra.DEVICE_MEMO_MAX + 5):
+    for i in range(dra_allocator.DEVICE_MEMO_MAX + 5):
         assert cels.matches(f'device.attributes["{D}"].index == {i}', device) is (i == 0)
-    assert len(device.cel_results) <= dra.DEVICE_MEMO_MAX
+    assert len(device.cel_results) <= dra_allocator.DEVICE_MEMO_MAX
 
 
 def test_node_candidates_are_kept_until_the_nodes_slices_change() -> None:
@@ -120,7 +121,7 @@ def test_shared_slices_still_depend_on_the_nodes_labels() -> None:
 def test_node_without_devices_fits_nothing_but_a_missing_class_is_still_an_error() -> None:
     store = store_of([], [ClaimBuilder("a").request(), ClaimBuilder("x").request("gpu", "nope")])
     assert run(store, ["a"]) is None
-    with pytest.raises(dra.AllocationError, match="could not retrieve device class nope"):
+    with pytest.raises(dra_allocator.AllocationError, match="could not retrieve device class nope"):
         run(store, ["x"])
     empty = store_of([], [ClaimBuilder("none")])
     assert run(empty, ["none"]) == [[]], "a claim without requests fits anywhere"

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler import dra
+from custom_scheduler.api import dra
+from custom_scheduler.api.model import Pod, pod_from_json
 from custom_scheduler.core import dra_events
-from custom_scheduler.framework import dra as fdra
+from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, Snapshot
-from custom_scheduler.kube import errors as kerr
-from custom_scheduler.model import Pod, pod_from_json
+from custom_scheduler.kube import api_errors as kerr
+from custom_scheduler.plugins import dra_allocator
 from custom_scheduler.plugins import dynamic_resources as plugin
 from tests.builders import ClaimBuilder, device_class_obj, make_node, make_pod, resource_slice_obj
 
@@ -44,7 +45,8 @@ def two_gpus(node: str, **attrs: Any) -> dict[str, Any]:
 def allocate(store: fdra.DRAStore, names: list[str], node: str = "n1", labels: dict[str, str] | None = None) -> Any:
     claims = [store.get_claim("default", n) for n in names]
     cands = dra.candidates_for_node(store.slices_for(node), node, labels or {})
-    return dra.allocate(claims, cands, store.allocated_devices(), store.device_class, dra.CELCache(), node)  # type: ignore[arg-type]
+    cels = dra_allocator.CELCache()
+    return dra_allocator.allocate(claims, cands, store.allocated_devices(), store.device_class, cels, node)  # type: ignore[arg-type]
 
 
 def devices(allocs: list[dra.Allocation] | None) -> list[list[str]]:
@@ -123,7 +125,7 @@ def test_in_use_devices_are_never_handed_out_again() -> None:
 )
 def test_cel_errors_name_the_claim_and_the_error(expr: str, want: str) -> None:
     store = store_of([two_gpus("n1")], [ClaimBuilder("a").request("gpu", "gpu", expr)])
-    with pytest.raises(dra.AllocationError, match=None) as e:
+    with pytest.raises(dra_allocator.AllocationError, match=None) as e:
         allocate(store, ["a"])
     assert want in str(e.value)
 

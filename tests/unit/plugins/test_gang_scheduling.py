@@ -8,15 +8,15 @@ from typing import Any, cast
 
 import pytest
 
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
 from custom_scheduler.errors import ConfigError
-from custom_scheduler.framework.gang import GangStore
+from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
 from custom_scheduler.framework.waiting import WaitingPodMap
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import gang_scheduling as gs
+from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import PodGroupBuilder, make_crd_pod_group, make_pod, make_pod_group
 
 

@@ -186,8 +186,8 @@ def test_in_tree_registry_is_every_in_tree_plugin() -> None:
     import pkgutil
 
     import custom_scheduler.plugins as pkg
-    from custom_scheduler.builtin import full_registry
     from custom_scheduler.config.defaults import DEFAULT_MULTI_POINT
+    from custom_scheduler.plugins.builtin import full_registry
 
     specs = {}
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from custom_scheduler import loadmetrics
+from custom_scheduler.api.model import Pod
 from custom_scheduler.errors import ConfigError
+from custom_scheduler.framework import loadmetrics
+from custom_scheduler.framework.loadmetrics import StaticSource
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, Status
-from custom_scheduler.loadmetrics import StaticSource
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import load_aware as la
 from custom_scheduler.plugins.load_aware import NodeLoadArgs
 from custom_scheduler.plugins.resource_allocation import ResourceSpec

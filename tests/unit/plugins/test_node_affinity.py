@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from custom_scheduler import labels
+from custom_scheduler.api import labels
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeScore, Status
 from custom_scheduler.plugins import node_affinity as na

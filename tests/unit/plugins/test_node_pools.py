@@ -7,11 +7,11 @@ from typing import Any, cast
 
 import pytest
 
-from custom_scheduler import labels
+from custom_scheduler.api import labels
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, Status
-from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import node_pools as np
 from tests.builders import make_node, make_pod
 from tests.unit.plugins.support import StubHandle, node_info

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from custom_scheduler.api.model import Node
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState
-from custom_scheduler.model import Node
 from custom_scheduler.plugins import node_resources_balanced_allocation as ba
 from custom_scheduler.plugins.resource_allocation import ResourceSpec
 from tests.builders import make_node

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from custom_scheduler.api.labels import Selector, selector_from_set
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
-from custom_scheduler.labels import Selector, selector_from_set
-from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import pod_topology_spread as pts
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.unit.plugins.support import FakeHandle

@@ -7,18 +7,18 @@ from typing import Any, ClassVar
 
 import pytest
 
-from custom_scheduler.app import build_frameworks
-from custom_scheduler.builtin import full_registry
+from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
 from custom_scheduler.core import queue
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
 from custom_scheduler.framework import interface as fi
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.registry import PluginSpec, Registry, extension_points
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import SUCCESS, Code, Snapshot, Status
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import in_tree_registry, scheduling_gates
+from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import make_pod
 from tests.unit.plugins.support import fake_handle
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler import storage
+from custom_scheduler.api import storage
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework import volumes as fv
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, Status
-from custom_scheduler.model import Node, Pod
 from custom_scheduler.plugins import volume_binding as vb
 from tests.builders import PVBuilder, PVCBuilder, make_node, make_pod, make_pv, make_pvc, storage_class_obj
 from tests.unit.plugins.support import node_info

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler import storage
+from custom_scheduler.api import storage
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, NodeInfo, Status
-from custom_scheduler.model import Pod
 from custom_scheduler.plugins import node_volume_limits as nvl
 from custom_scheduler.plugins import volume_restrictions as vr
 from custom_scheduler.plugins import volume_zone as vz

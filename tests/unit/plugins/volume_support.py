@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from custom_scheduler import storage
+from custom_scheduler.api import storage
+from custom_scheduler.api.model import Node
 from custom_scheduler.framework import volumes as fv
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.types import NodeInfo, Snapshot
-from custom_scheduler.model import Node
 from tests.builders import PVBuilder, PVCBuilder
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from custom_scheduler import config
-from custom_scheduler.builtin import full_registry
 from custom_scheduler.framework.registry import Registry
+from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.tools import snapshot
 
 REPO = Path(__file__).resolve().parents[3]

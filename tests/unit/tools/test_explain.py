@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from custom_scheduler import config
-from custom_scheduler.app import build_frameworks
 from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.types import CycleState, FitError, Snapshot
-from custom_scheduler.tools import main, render, snapshot
+from custom_scheduler.tools import main, report, snapshot
 from custom_scheduler.tools.explain import Explanation, explain_pod, format_explanation
 from custom_scheduler.tools.simulate import simulate
 from tests.builders import make_node, make_pod
@@ -240,13 +240,13 @@ def test_long_node_names_are_shortened_in_tables(default_config, registry) -> No
 
 
 def test_render_helpers() -> None:
-    assert render.ellipsize("abcdefghij", 5) == "ab~ij"
-    assert render.short_names(["NodeResourcesFit", "MyVeryLongPluginName", "Short"]) == {
+    assert report.ellipsize("abcdefghij", 5) == "ab~ij"
+    assert report.short_names(["NodeResourcesFit", "MyVeryLongPluginName", "Short"]) == {
         "NodeResourcesFit": "Fit",
         "MyVeryLongPluginName": "MVLPN",
         "Short": "Short",
     }
-    assert render.wrap_words(["aaaa", "bbbb", "cccc"], 13, "  ") == ["  aaaa, bbbb,", "  cccc"]
+    assert report.wrap_words(["aaaa", "bbbb", "cccc"], 13, "  ") == ["  aaaa, bbbb,", "  cccc"]
 
 
 # -- the command ------------------------------------------------------------------------------------

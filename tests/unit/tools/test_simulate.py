@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from custom_scheduler import config
+from custom_scheduler.api.model import node_from_json, pod_from_json, tolerates_all
 from custom_scheduler.framework.registry import Registry
-from custom_scheduler.model import node_from_json, pod_from_json, tolerates_all
 from custom_scheduler.plugins.node_affinity import required_node_affinity_matches
-from custom_scheduler.tools import main, render, snapshot
+from custom_scheduler.tools import main, report, snapshot
 from custom_scheduler.tools.simulate import SimulationResult, simulate
 from tests.builders import make_node, make_pod
 from tests.unit.tools.conftest import EXAMPLE_CLUSTER, EXAMPLE_PODS
@@ -169,12 +169,12 @@ def test_gated_pods_are_reported_and_never_placed(default_config, registry) -> N
         {"pod": "default/gated", "message": "waiting for scheduling gates: [example.com/a example.com/b]"}
     ]
     assert d["unschedulablePods"] == []
-    text = render.simulation_text(d)
+    text = report.simulation_text(d)
     flat = " ".join(text.split())
     assert "1 placed, 0 unschedulable, 1 gated" in flat
     assert "Gated (held back by PreEnqueue: never attempted) default/gated waiting for scheduling gates" in flat
     assert max(len(line) for line in text.splitlines()) <= 100
-    page = render.simulation_html(d)
+    page = report.simulation_html(d)
     assert "<h2>Gated pods (never attempted)</h2>" in page
     assert "<td>default/gated</td><td>waiting for scheduling gates: [example.com/a example.com/b]</td>" in page
 
@@ -227,7 +227,7 @@ def test_no_seed_picks_and_reports_one(example_cluster, example_pods, default_co
 
 
 def test_table_fits_100_columns(example_cluster, example_pods, default_config, registry) -> None:
-    text = render.simulation_text(_run(example_cluster, example_pods, default_config, registry).to_dict())
+    text = report.simulation_text(_run(example_cluster, example_pods, default_config, registry).to_dict())
     assert max(len(line) for line in text.splitlines()) <= 100
     assert "Node utilisation" in text
     assert "gpu-c3" in text
@@ -237,7 +237,7 @@ def test_table_fits_100_columns(example_cluster, example_pods, default_config, r
 
 
 def test_html_report_is_standalone_with_an_svg_chart(example_cluster, example_pods, default_config, registry) -> None:
-    page = render.simulation_html(_run(example_cluster, example_pods, default_config, registry).to_dict())
+    page = report.simulation_html(_run(example_cluster, example_pods, default_config, registry).to_dict())
     assert page.startswith("<!DOCTYPE html>")
     assert "<script" not in page
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from custom_scheduler import config, gang
+from custom_scheduler import config
+from custom_scheduler.api import podgroup as gang
 from custom_scheduler.framework.registry import Registry
-from custom_scheduler.kube import errors as kerrors
+from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.plugins.gang_scheduling import ERR_REASON_TOO_FEW, no_group_message
-from custom_scheduler.tools import main, render, snapshot
+from custom_scheduler.tools import main, report, snapshot
 from custom_scheduler.tools.explain import explain_pod, format_explanation
 from custom_scheduler.tools.simulate import SimulationResult, format_result, simulate
 from tests.builders import PodBuilder, PodGroupBuilder, make_crd_pod_group, make_node, make_pod, make_pod_group
@@ -163,7 +164,7 @@ def test_groups_section_in_every_output(tmp_path: Path, capsys, gang_config, reg
     assert f"default/b {gang.CRD_GROUP_VERSION} 2 0/2 unschedulable" in flat
     assert "0/2 unschedulable default/b pod group crd:default/b is unschedulable" in flat
     assert max(len(line) for line in text.splitlines()) <= 100
-    assert "<h2>Pod groups</h2>" in render.simulation_html(d)
+    assert "<h2>Pod groups</h2>" in report.simulation_html(d)
 
     # The CLI, from files: the snapshot carries the PodGroups, the pods file the members.
     cluster, pods_file = tmp_path / "cluster.yaml", tmp_path / "pods.yaml"

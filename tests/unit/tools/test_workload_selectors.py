@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from custom_scheduler import labels
+from custom_scheduler.api import labels
 from custom_scheduler.core.selectors import KINDS, DefaultSelectors, StaticSelectors
 from custom_scheduler.tools import main, snapshot
 from custom_scheduler.tools.simulate import simulate
@@ -182,14 +182,14 @@ def test_files_load_with_or_without_workloads(
 
 
 def test_fetch_live_keeps_going_without_a_forbidden_kind() -> None:
-    from custom_scheduler.kube import errors
+    from custom_scheduler.kube import api_errors
 
     class Client:
         host = "https://test"
 
         def get(self, path: str, query: Any = None) -> dict[str, Any]:
             if path == "/api/v1/services":
-                raise errors.ApiError(403, "Forbidden", "services is forbidden")
+                raise api_errors.ApiError(403, "Forbidden", "services is forbidden")
             if path == "/apis/apps/v1/replicasets":
                 items = [replicaset("rs", {"matchLabels": {"app": "web"}})]
                 for i in items:

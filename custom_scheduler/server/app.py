@@ -1,0 +1,533 @@
+"""Composition root: builds every object of the daemon and runs it until SIGTERM.
+
+Nothing else constructs concrete classes; everything below receives its collaborators. That keeps
+the rest testable with fakes and makes this file the map of the process:
+
+    KubeClient ×2 (watches / writes) ─▶ informers (pods, nodes, namespaces) ─▶ Scheduler sinks
+                                                                  │
+    Cache ◀── assume/forget ── Scheduler.schedule_one ◀── SchedulingQueue ◀┘
+                                    │
+                                    └─▶ binder pool (DefaultBinder) ─▶ Writer (events, conditions)
+
+Shutdown (SIGTERM/SIGINT): stop popping pods, let in-flight binds finish, flush queued events,
+stop the informers, exit 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from custom_scheduler.api import podgroup as gang
+from custom_scheduler.api.model import Node, Pod, PodDisruptionBudget, namespace_from_json, pdb_from_json
+from custom_scheduler.config.schema import SchedulerConfig
+from custom_scheduler.core import dra_events, volume_events
+from custom_scheduler.core import queue as q
+from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.core.events import Writer
+from custom_scheduler.core.informers import Informer, dra_informers, node_informer, pod_informer, volume_informers
+from custom_scheduler.core.nominator import Nominator
+from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
+from custom_scheduler.core.selectors import DefaultSelectors
+from custom_scheduler.framework import loadmetrics
+from custom_scheduler.framework.dra_store import DRAStore
+from custom_scheduler.framework.evictor import ApiEvictor
+from custom_scheduler.framework.fence import Fence
+from custom_scheduler.framework.gang_store import GangChange, GangStatusWriter, GangStore
+from custom_scheduler.framework.profiles import build_frameworks
+from custom_scheduler.framework.registry import Registry
+from custom_scheduler.framework.runtime import Framework
+from custom_scheduler.framework.types import Snapshot
+from custom_scheduler.framework.volumes import VolumeStore
+from custom_scheduler.kube import api_errors as kerrors
+from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.plugins import dynamic_resources, gang_scheduling, load_aware
+from custom_scheduler.server.metrics import Metrics
+
+log = structlog.get_logger("custom_scheduler.server.app")
+
+
+class _NullSink:
+    def on_add(self, obj: Any) -> None: ...
+
+    def on_update(self, old: Any, new: Any) -> None: ...
+
+    def on_delete(self, obj: Any) -> None: ...
+
+
+class _PodSink:
+    def __init__(self, s: Scheduler) -> None:
+        self.on_add: Callable[[Pod], None] = s.on_pod_add
+        self.on_update: Callable[[Pod, Pod], None] = s.on_pod_update
+        self.on_delete: Callable[[Pod], None] = s.on_pod_delete
+
+
+class _NodeSink:
+    def __init__(self, s: Scheduler) -> None:
+        self.on_add: Callable[[Node], None] = s.on_node_add
+        self.on_update: Callable[[Node, Node], None] = s.on_node_update
+        self.on_delete: Callable[[Node], None] = s.on_node_delete
+
+
+class _Chained:
+    """The pod informer's sink: the PodGroup member index first, so a new member's own PreEnqueue
+    already counts it, then the scheduler."""
+
+    def __init__(self, first: Any, then: Any) -> None:
+        self._a, self._b = first, then
+
+    def on_add(self, obj: Any) -> None:
+        self._a.on_add(obj)
+        self._b.on_add(obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self._a.on_update(old, new)
+        self._b.on_update(old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        self._a.on_delete(obj)
+        self._b.on_delete(obj)
+
+
+class OptionalApiInformer(Informer[Any]):
+    """An informer for an API the server may not serve: the PodGroup CRD when scheduler-plugins'
+    CRD is not installed, ``scheduling.k8s.io/v1beta1`` on a server before 1.37 or without the
+    ``GenericWorkload`` gate. Until a probe LIST succeeds it counts as synced (empty is then the
+    truth, and the daemon must not wait for an optional API), logs the absence once, and probes
+    again every ``retry`` seconds, quietly; once the API answers, the reflector starts as usual.
+    """
+
+    def __init__(self, *args: Any, retry: float = 30.0, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._client = args[0]
+        self._path = args[1]
+        self._retry = retry
+        self._ready = threading.Event()
+        self._halt = threading.Event()
+        self.absent = False
+
+    @property
+    def synced(self) -> threading.Event:
+        return self._ready
+
+    def start(self) -> None:
+        threading.Thread(target=self._probe_loop, name=f"probe-{self.name}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        super().stop()
+
+    def _probe_loop(self) -> None:
+        logged = False
+        while not self._halt.is_set():
+            try:
+                self._client.get(self._path, {"limit": 1}, timeout=(5.0, 15.0))
+            except kerrors.ApiError as e:
+                if e.status not in (403, 404):
+                    log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
+                else:
+                    self.absent = True
+                    if not logged:
+                        log.info("optional_api_absent", informer=self.name, path=self._path, status=e.status)
+                        logged = True
+                    self._ready.set()
+                self._halt.wait(self._retry)
+                continue
+            except kerrors.KubeError as e:
+                log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
+                self._halt.wait(min(self._retry, 5.0))
+                continue
+            if self.absent:
+                log.info("optional_api_appeared", informer=self.name, path=self._path)
+            self.absent = False
+            self.reflector.start()
+            while not self._halt.is_set() and not self.reflector.synced.wait(1.0):
+                pass
+            self._ready.set()
+            return
+
+
+#: The PodGroup APIs GangScheduling reads: (kind, list path, projection).
+GANG_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    ("PodGroup", gang.NATIVE_PATH, gang.native_from_json),
+    ("PodGroup.scheduling.x-k8s.io", gang.CRD_PATH, gang.crd_from_json),
+)
+
+
+def gang_informers(
+    client: KubeClient,
+    store: GangStore,
+    kw: Callable[[str], dict[str, Any]],
+    *,
+    retry: float = 30.0,
+    **common: Any,
+) -> list[Informer[Any]]:
+    """One optional informer per PodGroup API, each feeding ``store`` (names ``podgroups`` and
+    ``podgroups.scheduling.x-k8s.io``, for logs and metrics)."""
+    out: list[Informer[Any]] = []
+    for kind, path, project in GANG_RESOURCES:
+        name = "podgroups" if path == gang.NATIVE_PATH else "podgroups.scheduling.x-k8s.io"
+        out.append(
+            OptionalApiInformer(
+                client,
+                path,
+                project,
+                lambda g: f"{g.namespace}/{g.name}",
+                store.sink(kind),
+                name=name,
+                retry=retry,
+                **common,
+                **kw(name),
+            )
+        )
+    return out
+
+
+class App:
+    """The daemon: call :meth:`start`, then :meth:`wait` (or :meth:`stop`)."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        registry: Registry,
+        client: KubeClient,
+        *,
+        dry_run: bool = False,
+        observer: Observer | None = None,
+        on_decision: Callable[[Decision], None] | None = None,
+        watch_read_timeout: float = 90.0,
+        metrics: Metrics | None = None,
+        metrics_sources: loadmetrics.Sources | None = None,
+    ) -> None:
+        self.config = config
+        # NodeLoad's usage sources by name, lent to the plugins through their Handles.
+        self.metrics_sources = metrics_sources if metrics_sources is not None else loadmetrics.Sources()
+        self._scheduling = False
+        self.metrics = metrics
+        self.health_port = 0
+        self.client = client
+        self.watch_client = client.clone(qps=0, pool_maxsize=8)
+        self.stop_event = threading.Event()
+        # Leadership as a value: the daemon's elector revokes it, the binding path consults it.
+        self.fence = Fence()
+        self.cache = Cache()
+        self.registry = registry
+        self.dry_run = dry_run
+        self.volumes = VolumeStore()
+        self.dra = DRAStore()
+        inf_kw = self._informer_metrics(metrics)
+        self.namespaces: Informer[Any] = Informer(
+            self.watch_client,
+            "/api/v1/namespaces",
+            namespace_from_json,
+            lambda n: n.name,
+            _NullSink(),
+            name="namespaces",
+            read_timeout=watch_read_timeout,
+            **inf_kw("namespaces"),
+        )
+        self.pdbs: Informer[PodDisruptionBudget] = Informer(
+            self.watch_client,
+            "/apis/policy/v1/poddisruptionbudgets",
+            pdb_from_json,
+            lambda b: f"{b.namespace}/{b.name}",
+            _NullSink(),
+            name="pdbs",
+            read_timeout=watch_read_timeout,
+            **inf_kw("pdbs"),
+        )
+        # Selectors of Services/RCs/ReplicaSets/StatefulSets: PodTopologySpread's system defaults.
+        self.selectors = DefaultSelectors(self.watch_client, read_timeout=watch_read_timeout)
+        self.queue = q.SchedulingQueue(
+            # Indirect, so a config reload that swaps profiles also swaps the QueueSort plugin.
+            lambda a, b: self._queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
+            initial_backoff=float(config.pod_initial_backoff_seconds),
+            max_backoff=float(config.pod_max_backoff_seconds),
+            pre_enqueue=self._pre_enqueue,
+        )
+        self.writer = Writer(
+            client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run, fence=self.fence
+        )
+        # Preemption's API calls run on the evictor's pool, off the scheduling thread; shadow mode
+        # only reports what it would evict.
+        self.evictor: ApiEvictor | None = (
+            None
+            if dry_run
+            else ApiEvictor(client, fence=self.fence, events=self.writer.event, on_done=self._preemption_done)
+        )
+        # PodGroups (both APIs) and their members, for GangScheduling; "placed" is the cache's
+        # view (assumed or bound), which knows an assumption before any watch event does.
+        self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None)
+        # Composed in one order, each part complete when built: the snapshot and nominator the
+        # frameworks read, the frameworks, then the scheduler that runs them.
+        self.snapshot = Snapshot()
+        self.nominator = Nominator()
+        self.profiles = self._frameworks(config)
+        self._queue_sort = next(iter(self.profiles.values())).queue_sort
+        self.scheduler = Scheduler(
+            profiles=self.profiles,
+            cache=self.cache,
+            queue=self.queue,
+            writer=self.writer,
+            algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
+            nominator=self.nominator,
+            snapshot=self.snapshot,
+            dry_run=dry_run,
+            observer=observer or (metrics.observer() if metrics is not None else None),
+            on_decision=on_decision,
+            fence=self.fence,
+            evictor=self.evictor,
+        )
+        self.pods = pod_informer(
+            self.watch_client,
+            _Chained(self.gangs.pod_sink(), _PodSink(self.scheduler)),
+            read_timeout=watch_read_timeout,
+            **inf_kw("pods"),
+        )
+        self.nodes = node_informer(
+            self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
+        )
+        # PVs, PVCs, StorageClasses and CSI objects for the volume plugins (and their assume cache).
+        self.volumes.pod_exists = lambda uid: self.pods.get(uid) is not None
+        self.volumes.node_labels = self._node_labels
+        self.volumes.add_listener(self._on_volume_change)
+        self.volume_informers = volume_informers(
+            self.watch_client, self.volumes, inf_kw, read_timeout=watch_read_timeout
+        )
+        # ResourceSlices, DeviceClasses and ResourceClaims for DynamicResources (allocated devices),
+        # only when a profile enables it (as upstream starts them only with DRA enabled): a server
+        # without resource.k8s.io/v1, or RBAC without it, must not keep the daemon from syncing.
+        # A reload that enables it later needs a restart (until then its pods wait, gated).
+        self.dra.add_listener(self._on_dra_change)
+        uses_dra = any(dynamic_resources.NAME in p.plugin_names() for p in config.profiles)
+        self.dra_informers = (
+            dra_informers(self.watch_client, self.dra, inf_kw, read_timeout=watch_read_timeout) if uses_dra else []
+        )
+        # PodGroup informers only when a profile enables GangScheduling (upstream: GenericWorkload);
+        # either API may be absent (CRD not installed, server before 1.37): then they wait quietly.
+        self.gangs.add_listener(self._on_gang_change)
+        uses_gangs = any(gang_scheduling.NAME in p.plugin_names() for p in config.profiles)
+        self.gang_informers = (
+            gang_informers(self.watch_client, self.gangs, inf_kw, read_timeout=watch_read_timeout) if uses_gangs else []
+        )
+        # PodGroup status (condition / phase and counts), written off the scheduling thread.
+        self.gang_status = GangStatusWriter(next(iter(self.profiles.values())).handle, self.gangs)
+        if not dry_run:
+            self.gangs.status = self.gang_status
+        # NodeLoad's usage source (metrics.k8s.io), only when a profile enables that plugin.
+        self.load_metrics = self._load_metrics_for(config)
+        self._threads: list[threading.Thread] = []
+
+    def _preemption_done(self, preemptor: Pod, ok: bool) -> None:
+        self.scheduler.preemption_done(preemptor, ok)
+
+    def _pre_enqueue(self, pod: Pod) -> str | None:
+        # Indirect like the QueueSort above: the queue exists before the scheduler, and PreEnqueue
+        # must run the plugins of the pod's current profile, whatever config reloads swapped in.
+        return self.scheduler.pre_enqueue(pod)
+
+    @staticmethod
+    def _informer_metrics(metrics: Metrics | None) -> Callable[[str], dict[str, Any]]:
+        def kw(resource: str) -> dict[str, Any]:
+            if metrics is None:
+                return {}
+            return {
+                "metrics_relist": lambda reason: metrics.relist(resource),
+                "metrics_restart": lambda reason: metrics.watch_restart(resource, reason),
+            }
+
+        return kw
+
+    def _frameworks(self, config: SchedulerConfig) -> dict[str, Framework]:
+        """Frameworks for every profile, wired to this daemon's snapshot, listers and writer."""
+        # Shadow mode (dry_run) gives plugins no client: preemption then only reports its victims.
+        return build_frameworks(
+            config.profiles,
+            self.registry,
+            self.snapshot,
+            client=None if self.dry_run else self.client,
+            namespace_labels=self._namespace_labels,
+            default_spread_selector=self.selectors.for_pod,
+            volumes=self.volumes,
+            dra=self.dra,
+            metrics_sources=self.metrics_sources,
+            gangs=self.gangs,
+            pdb_lister=self.pdbs.list,
+            nominated_lister=self.nominator.pods_on,
+            event_sink=None if self.dry_run else self.writer.event,
+            activator=self.queue.activate,
+            fence=self.fence,
+        )
+
+    def _load_metrics_for(self, config: SchedulerConfig) -> loadmetrics.MetricsServerSource | None:
+        src = load_aware.metrics_source_for(config, self.client, self.metrics_sources)
+        if src is not None:
+            src.add_listener(
+                lambda: self.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={load_aware.NAME})
+            )
+        return src
+
+    def _stop_load_metrics(self) -> None:
+        if self.load_metrics is not None:
+            self.load_metrics.stop()
+            self.metrics_sources.uninstall(self.load_metrics.name, self.load_metrics)
+            self.load_metrics = None
+
+    def apply_config(self, config: SchedulerConfig) -> None:
+        """Swap in a new (already validated) config between scheduling cycles.
+
+        Queued pods stay queued. Pods that already exist and belong to a profile that is new
+        in ``config`` are queued now (the informer ignored them when they arrived). Changes to
+        ``clientConnection``, ``leaderElection`` or the health address need a restart.
+        """
+        fwks = self._frameworks(config)
+        old = self.config
+        if (old.client_connection, old.leader_election, old.healthz_bind_address) != (
+            config.client_connection,
+            config.leader_election,
+            config.healthz_bind_address,
+        ):
+            log.warning("config_change_needs_restart", fields="clientConnection/leaderElection/healthzBindAddress")
+        new_names = set(fwks) - set(self.profiles)
+        self._queue_sort = next(iter(fwks.values())).queue_sort
+        self.profiles = fwks
+        self.scheduler.profiles = fwks  # one reference swap: a cycle sees the old or the new set
+        self.scheduler.algorithm.percentage = config.percentage_of_nodes_to_score
+        self.queue.set_backoff(float(config.pod_initial_backoff_seconds), float(config.pod_max_backoff_seconds))
+        # The PreEnqueue plugins may have changed: gated pods may now pass, queued ones be gated.
+        released, gated = self.queue.recheck_pre_enqueue()
+        if released or gated:
+            log.info("pre_enqueue_rechecked", released=released, gated=gated)
+        if load_aware.source_params(config) != load_aware.source_params(old):
+            # NodeLoad's args changed what its source reads (or NodeLoad came or went): rebuild it.
+            self._stop_load_metrics()
+            self.load_metrics = self._load_metrics_for(config)
+            if self.load_metrics is not None and self._scheduling:
+                self.load_metrics.start()
+        self.config = config
+        for pod in self.pods.list():
+            if not pod.node_name and pod.scheduler_name in new_names:
+                self.queue.add(pod)
+        log.info("config_applied", profiles=sorted(fwks))
+
+    def _node_labels(self, name: str) -> Mapping[str, str] | None:
+        node = self.nodes.get(name)
+        return node.labels if node is not None else None
+
+    def _on_volume_change(self, kind: str, old: Any, new: Any) -> None:
+        """A storage object changed: retry the pods a volume plugin rejected that it may help."""
+        rq = volume_events.requeue_for(kind, old, new)
+        if rq is not None:
+            self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
+
+    def _on_dra_change(self, kind: str, old: Any, new: Any) -> None:
+        """A DRA object changed: retry the pods DynamicResources rejected (or gated) that it may help."""
+        rq = dra_events.requeue_for(kind, old, new)
+        if rq is not None:
+            self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
+
+    def _on_gang_change(self, change: GangChange) -> None:
+        """A PodGroup appeared, lowered its minCount, or gained a member: retry that group's
+        members GangScheduling held back (and only those)."""
+        self.queue.move_all_to_active_or_backoff(change.event, change.matches, plugins={gang_scheduling.NAME})
+
+    def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        ns = self.namespaces.get(name)
+        return ns.labels if ns is not None else None
+
+    @property
+    def ready(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.informers)
+
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return (
+            self.namespaces,
+            self.pdbs,
+            *self.selectors.informers,
+            *self.volume_informers,
+            *self.dra_informers,
+            *self.gang_informers,
+            self.nodes,
+            self.pods,
+        )
+
+    def start_informers(self) -> None:
+        self.writer.start()
+        # PodDisruptionBudgets are policy/v1 from Kubernetes 1.21; older servers serve v1beta1.
+        try:
+            self.client.get("/apis/policy/v1")
+        except kerrors.NotFound:
+            self.pdbs.reflector.path = "/apis/policy/v1beta1/poddisruptionbudgets"
+        except kerrors.KubeError as e:
+            log.warning("discovery_failed", group="policy/v1", error=str(e)[:200])
+        for inf in self.informers:
+            inf.start()
+
+    def wait_for_sync(self, timeout: float = 120.0) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
+
+    def start_scheduling(self) -> None:
+        """Start the scheduling loop (on a leader, once caches are in sync)."""
+        self._scheduling = True
+        if self.load_metrics is not None:
+            self.load_metrics.start()
+        self._spawn("queue-flush", lambda: self.queue.run_flush_loops(self.stop_event))
+        self._spawn("cache-cleanup", self._cleanup_loop)
+        self._spawn("scheduling", lambda: self.scheduler.run(self.stop_event))
+        log.info("scheduling_started", profiles=sorted(self.profiles))
+
+    def start(self, sync_timeout: float = 120.0) -> None:
+        self.start_informers()
+        if not self.wait_for_sync(sync_timeout):
+            raise TimeoutError("informers did not sync")
+        log.info("caches_synced", nodes=len(self.nodes.list()), pods=len(self.pods.list()))
+        self.start_scheduling()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _cleanup_loop(self) -> None:
+        while not self.stop_event.wait(1.0):
+            for pod in self.cache.cleanup_expired():
+                log.warning("assumed_pod_expired", pod=pod.key, node=pod.node_name)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking pods, finish in-flight binds, flush writes, stop informers."""
+        self.stop_event.set()
+        self.queue.close()
+        for t in self._threads:
+            t.join(timeout)
+        self.scheduler.shutdown(timeout)
+        if self.evictor is not None:
+            self.evictor.shutdown()
+        for fwk in self.profiles.values():
+            fwk.waiting.close()
+        self.volumes.close()
+        self.gang_status.close(timeout=5.0)
+        self.writer.stop(timeout=5.0)
+        for inf in self.informers:
+            inf.stop()
+        self._stop_load_metrics()
+        log.info("stopped")
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            self.stop_event.set()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def wait(self) -> None:
+        while not self.stop_event.wait(1.0):
+            pass
