@@ -23,16 +23,22 @@ import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import structlog
 
 from custom_scheduler.api import dra, storage
+from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Node, Pod, node_from_json, pod_from_json
 from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework import volumes
+from custom_scheduler.framework.gang_store import GangStore
+from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.kube.watch import Reflector
+
+if TYPE_CHECKING:
+    from custom_scheduler.core.scheduler import Scheduler
 
 log = structlog.get_logger("custom_scheduler.informers")
 
@@ -284,3 +290,142 @@ def dra_informers(
 ) -> list[Informer[Any]]:
     """One informer per DRA kind, each feeding ``store``."""
     return store_informers(client, DRA_RESOURCES, store.sink, kw, **common)
+
+
+# --- sinks the daemon wires, and the optional PodGroup APIs -------------------------------------
+
+
+class NullSink:
+    def on_add(self, obj: Any) -> None: ...
+
+    def on_update(self, old: Any, new: Any) -> None: ...
+
+    def on_delete(self, obj: Any) -> None: ...
+
+
+class SchedulerPodSink:
+    def __init__(self, s: Scheduler) -> None:
+        self.on_add: Callable[[Pod], None] = s.on_pod_add
+        self.on_update: Callable[[Pod, Pod], None] = s.on_pod_update
+        self.on_delete: Callable[[Pod], None] = s.on_pod_delete
+
+
+class SchedulerNodeSink:
+    def __init__(self, s: Scheduler) -> None:
+        self.on_add: Callable[[Node], None] = s.on_node_add
+        self.on_update: Callable[[Node, Node], None] = s.on_node_update
+        self.on_delete: Callable[[Node], None] = s.on_node_delete
+
+
+class Chained:
+    """The pod informer's sink: the PodGroup member index first, so a new member's own PreEnqueue
+    already counts it, then the scheduler."""
+
+    def __init__(self, first: Any, then: Any) -> None:
+        self._a, self._b = first, then
+
+    def on_add(self, obj: Any) -> None:
+        self._a.on_add(obj)
+        self._b.on_add(obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self._a.on_update(old, new)
+        self._b.on_update(old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        self._a.on_delete(obj)
+        self._b.on_delete(obj)
+
+
+class OptionalApiInformer(Informer[Any]):
+    """An informer for an API the server may not serve: the PodGroup CRD when scheduler-plugins'
+    CRD is not installed, ``scheduling.k8s.io/v1beta1`` on a server before 1.37 or without the
+    ``GenericWorkload`` gate. Until a probe LIST succeeds it counts as synced (empty is then the
+    truth, and the daemon must not wait for an optional API), logs the absence once, and probes
+    again every ``retry`` seconds, quietly; once the API answers, the reflector starts as usual.
+    """
+
+    def __init__(self, *args: Any, retry: float = 30.0, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._client = args[0]
+        self._path = args[1]
+        self._retry = retry
+        self._ready = threading.Event()
+        self._halt = threading.Event()
+        self.absent = False
+
+    @property
+    def synced(self) -> threading.Event:
+        return self._ready
+
+    def start(self) -> None:
+        threading.Thread(target=self._probe_loop, name=f"probe-{self.name}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        super().stop()
+
+    def _probe_loop(self) -> None:
+        logged = False
+        while not self._halt.is_set():
+            try:
+                self._client.get(self._path, {"limit": 1}, timeout=(5.0, 15.0))
+            except kerrors.ApiError as e:
+                if e.status not in (403, 404):
+                    log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
+                else:
+                    self.absent = True
+                    if not logged:
+                        log.info("optional_api_absent", informer=self.name, path=self._path, status=e.status)
+                        logged = True
+                    self._ready.set()
+                self._halt.wait(self._retry)
+                continue
+            except kerrors.KubeError as e:
+                log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
+                self._halt.wait(min(self._retry, 5.0))
+                continue
+            if self.absent:
+                log.info("optional_api_appeared", informer=self.name, path=self._path)
+            self.absent = False
+            self.reflector.start()
+            while not self._halt.is_set() and not self.reflector.synced.wait(1.0):
+                pass
+            self._ready.set()
+            return
+
+
+#: The PodGroup APIs GangScheduling reads: (kind, list path, projection).
+GANG_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    ("PodGroup", gang.NATIVE_PATH, gang.native_from_json),
+    ("PodGroup.scheduling.x-k8s.io", gang.CRD_PATH, gang.crd_from_json),
+)
+
+
+def gang_informers(
+    client: KubeClient,
+    store: GangStore,
+    kw: Callable[[str], dict[str, Any]],
+    *,
+    retry: float = 30.0,
+    **common: Any,
+) -> list[Informer[Any]]:
+    """One optional informer per PodGroup API, each feeding ``store`` (names ``podgroups`` and
+    ``podgroups.scheduling.x-k8s.io``, for logs and metrics)."""
+    out: list[Informer[Any]] = []
+    for kind, path, project in GANG_RESOURCES:
+        name = "podgroups" if path == gang.NATIVE_PATH else "podgroups.scheduling.x-k8s.io"
+        out.append(
+            OptionalApiInformer(
+                client,
+                path,
+                project,
+                lambda g: f"{g.namespace}/{g.name}",
+                store.sink(kind),
+                name=name,
+                retry=retry,
+                **common,
+                **kw(name),
+            )
+        )
+    return out

@@ -23,15 +23,25 @@ from typing import Any
 
 import structlog
 
-from custom_scheduler.api import podgroup as gang
-from custom_scheduler.api.model import Node, Pod, PodDisruptionBudget, namespace_from_json, pdb_from_json
+from custom_scheduler.api.model import Pod, PodDisruptionBudget, namespace_from_json, pdb_from_json
 from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import dra_events, volume_events
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
-from custom_scheduler.core.informers import Informer, dra_informers, node_informer, pod_informer, volume_informers
+from custom_scheduler.core.informers import (
+    Chained,
+    Informer,
+    NullSink,
+    SchedulerNodeSink,
+    SchedulerPodSink,
+    dra_informers,
+    gang_informers,
+    node_informer,
+    pod_informer,
+    volume_informers,
+)
 from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
 from custom_scheduler.core.selectors import DefaultSelectors
@@ -51,142 +61,6 @@ from custom_scheduler.plugins import dynamic_resources, gang_scheduling, load_aw
 from custom_scheduler.server.metrics import Metrics
 
 log = structlog.get_logger("custom_scheduler.server.app")
-
-
-class _NullSink:
-    def on_add(self, obj: Any) -> None: ...
-
-    def on_update(self, old: Any, new: Any) -> None: ...
-
-    def on_delete(self, obj: Any) -> None: ...
-
-
-class _PodSink:
-    def __init__(self, s: Scheduler) -> None:
-        self.on_add: Callable[[Pod], None] = s.on_pod_add
-        self.on_update: Callable[[Pod, Pod], None] = s.on_pod_update
-        self.on_delete: Callable[[Pod], None] = s.on_pod_delete
-
-
-class _NodeSink:
-    def __init__(self, s: Scheduler) -> None:
-        self.on_add: Callable[[Node], None] = s.on_node_add
-        self.on_update: Callable[[Node, Node], None] = s.on_node_update
-        self.on_delete: Callable[[Node], None] = s.on_node_delete
-
-
-class _Chained:
-    """The pod informer's sink: the PodGroup member index first, so a new member's own PreEnqueue
-    already counts it, then the scheduler."""
-
-    def __init__(self, first: Any, then: Any) -> None:
-        self._a, self._b = first, then
-
-    def on_add(self, obj: Any) -> None:
-        self._a.on_add(obj)
-        self._b.on_add(obj)
-
-    def on_update(self, old: Any, new: Any) -> None:
-        self._a.on_update(old, new)
-        self._b.on_update(old, new)
-
-    def on_delete(self, obj: Any) -> None:
-        self._a.on_delete(obj)
-        self._b.on_delete(obj)
-
-
-class OptionalApiInformer(Informer[Any]):
-    """An informer for an API the server may not serve: the PodGroup CRD when scheduler-plugins'
-    CRD is not installed, ``scheduling.k8s.io/v1beta1`` on a server before 1.37 or without the
-    ``GenericWorkload`` gate. Until a probe LIST succeeds it counts as synced (empty is then the
-    truth, and the daemon must not wait for an optional API), logs the absence once, and probes
-    again every ``retry`` seconds, quietly; once the API answers, the reflector starts as usual.
-    """
-
-    def __init__(self, *args: Any, retry: float = 30.0, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self._client = args[0]
-        self._path = args[1]
-        self._retry = retry
-        self._ready = threading.Event()
-        self._halt = threading.Event()
-        self.absent = False
-
-    @property
-    def synced(self) -> threading.Event:
-        return self._ready
-
-    def start(self) -> None:
-        threading.Thread(target=self._probe_loop, name=f"probe-{self.name}", daemon=True).start()
-
-    def stop(self) -> None:
-        self._halt.set()
-        super().stop()
-
-    def _probe_loop(self) -> None:
-        logged = False
-        while not self._halt.is_set():
-            try:
-                self._client.get(self._path, {"limit": 1}, timeout=(5.0, 15.0))
-            except kerrors.ApiError as e:
-                if e.status not in (403, 404):
-                    log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
-                else:
-                    self.absent = True
-                    if not logged:
-                        log.info("optional_api_absent", informer=self.name, path=self._path, status=e.status)
-                        logged = True
-                    self._ready.set()
-                self._halt.wait(self._retry)
-                continue
-            except kerrors.KubeError as e:
-                log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
-                self._halt.wait(min(self._retry, 5.0))
-                continue
-            if self.absent:
-                log.info("optional_api_appeared", informer=self.name, path=self._path)
-            self.absent = False
-            self.reflector.start()
-            while not self._halt.is_set() and not self.reflector.synced.wait(1.0):
-                pass
-            self._ready.set()
-            return
-
-
-#: The PodGroup APIs GangScheduling reads: (kind, list path, projection).
-GANG_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
-    ("PodGroup", gang.NATIVE_PATH, gang.native_from_json),
-    ("PodGroup.scheduling.x-k8s.io", gang.CRD_PATH, gang.crd_from_json),
-)
-
-
-def gang_informers(
-    client: KubeClient,
-    store: GangStore,
-    kw: Callable[[str], dict[str, Any]],
-    *,
-    retry: float = 30.0,
-    **common: Any,
-) -> list[Informer[Any]]:
-    """One optional informer per PodGroup API, each feeding ``store`` (names ``podgroups`` and
-    ``podgroups.scheduling.x-k8s.io``, for logs and metrics)."""
-    out: list[Informer[Any]] = []
-    for kind, path, project in GANG_RESOURCES:
-        name = "podgroups" if path == gang.NATIVE_PATH else "podgroups.scheduling.x-k8s.io"
-        out.append(
-            OptionalApiInformer(
-                client,
-                path,
-                project,
-                lambda g: f"{g.namespace}/{g.name}",
-                store.sink(kind),
-                name=name,
-                retry=retry,
-                **common,
-                **kw(name),
-            )
-        )
-    return out
 
 
 class App:
@@ -227,7 +101,7 @@ class App:
             "/api/v1/namespaces",
             namespace_from_json,
             lambda n: n.name,
-            _NullSink(),
+            NullSink(),
             name="namespaces",
             read_timeout=watch_read_timeout,
             **inf_kw("namespaces"),
@@ -237,7 +111,7 @@ class App:
             "/apis/policy/v1/poddisruptionbudgets",
             pdb_from_json,
             lambda b: f"{b.namespace}/{b.name}",
-            _NullSink(),
+            NullSink(),
             name="pdbs",
             read_timeout=watch_read_timeout,
             **inf_kw("pdbs"),
@@ -286,12 +160,12 @@ class App:
         )
         self.pods = pod_informer(
             self.watch_client,
-            _Chained(self.gangs.pod_sink(), _PodSink(self.scheduler)),
+            Chained(self.gangs.pod_sink(), SchedulerPodSink(self.scheduler)),
             read_timeout=watch_read_timeout,
             **inf_kw("pods"),
         )
         self.nodes = node_informer(
-            self.watch_client, _NodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
+            self.watch_client, SchedulerNodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
         )
         # PVs, PVCs, StorageClasses and CSI objects for the volume plugins (and their assume cache).
         self.volumes.pod_exists = lambda uid: self.pods.get(uid) is not None

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from custom_scheduler.api import podgroup as gang
+from custom_scheduler.core.informers import OptionalApiInformer, gang_informers
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangChange, GangStatusWriter, GangStore
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.server.app import OptionalApiInformer, gang_informers
 from tests import kubectl as k
 from tests.builders import make_crd_pod_group, make_pod, make_pod_group
 from tests.integration.conftest import GANG_CONFIG
