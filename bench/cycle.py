@@ -4,8 +4,8 @@
 
 For each cluster size: a :class:`~custom_scheduler.core.cache.Cache` filled with the workload's
 nodes (``model.Node``, parsed from the same JSON the end-to-end harness creates), the default
-profile's frameworks from :func:`custom_scheduler.server.app.build_frameworks`, and the daemon's
-:class:`~custom_scheduler.core.algorithm.Algorithm`. Each pod runs what the scheduling thread runs
+profile's frameworks from :func:`custom_scheduler.framework.profiles.build_frameworks`, and the
+daemon's :class:`~custom_scheduler.core.algorithm.Algorithm`. Each pod runs what the scheduling thread runs
 per pod: refresh the snapshot, PreFilter → Filter → PreScore → Score → select, assume, Reserve.
 Pods stay assumed, so the cluster fills up as it would.
 
@@ -26,7 +26,8 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from custom_scheduler.api.model import Pod, node_from_json, pod_from_json
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.framework.profiles import build_frameworks
+from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import CycleState, FitError, Snapshot
 from custom_scheduler.plugins.builtin import full_registry
 
@@ -60,8 +62,44 @@ def _pods(wl: workloads.Workload, namespace: str) -> list[Pod]:
     return out
 
 
-def bench_size(n_nodes: int, n_pods: int, workload: str, seed: int, profile: cProfile.Profile | None) -> dict[str, Any]:
-    wl = workloads.build(workload, n_nodes, n_pods, "cycle", seed)
+@dataclass(slots=True)
+class _Timings:
+    """Seconds per pod in each part of the cycle (a failed pod: no assume), nodes evaluated per placed pod."""
+
+    snapshot: list[float] = field(default_factory=list)
+    algorithm: list[float] = field(default_factory=list)
+    assume: list[float] = field(default_factory=list)
+    evaluated: list[int] = field(default_factory=list)
+    failed: int = 0
+
+
+class _GcTimer:
+    """Time spent in each generation's collections, while installed as a ``gc`` callback."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._started = 0.0
+        self.time = [0.0, 0.0, 0.0]
+        self.runs = [0, 0, 0]
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = self._clock()
+        else:
+            gen = info["generation"]
+            self.time[gen] += self._clock() - self._started
+            self.runs[gen] += 1
+
+    def __enter__(self) -> _GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+def _cluster(wl: workloads.Workload, seed: int) -> tuple[Cache, Snapshot, Framework, Algorithm]:
+    """The workload's nodes in a cache, and the default profile's framework and algorithm over a snapshot."""
     registry = full_registry()
     cfg = config.load_config(CONFIG, registry)
     cache = Cache()
@@ -77,31 +115,13 @@ def bench_size(n_nodes: int, n_pods: int, workload: str, seed: int, profile: cPr
         namespace_labels=lambda ns: {"kubernetes.io/metadata.name": ns},
     )[SCHEDULER_NAME]
     algo = Algorithm(rng=random.Random(seed), percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score)
-    pods = _pods(wl, "bench")
+    return cache, snap, fwk, algo
 
-    t_snap: list[float] = []
-    t_algo: list[float] = []
-    t_assume: list[float] = []
-    evaluated: list[int] = []
-    failed = 0
+
+def _schedule_all(cache: Cache, snap: Snapshot, fwk: Framework, algo: Algorithm, pods: Sequence[Pod]) -> _Timings:
+    """What the scheduling thread runs per pod, timed part by part; placed pods stay assumed."""
     clock = time.perf_counter
-    gc_time = [0.0, 0.0, 0.0]
-    gc_runs = [0, 0, 0]
-    gc_started = [0.0]
-
-    def on_gc(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            gc_started[0] = clock()
-        else:
-            gen = info["generation"]
-            gc_time[gen] += clock() - gc_started[0]
-            gc_runs[gen] += 1
-
-    gc.collect()
-    gc.callbacks.append(on_gc)
-    if profile is not None:
-        profile.enable()
-    t_all = clock()
+    t = _Timings()
     for pod in pods:
         t0 = clock()
         cache.update_snapshot(snap)
@@ -110,44 +130,59 @@ def bench_size(n_nodes: int, n_pods: int, workload: str, seed: int, profile: cPr
         try:
             result = algo.schedule(fwk, state, pod, snap)
         except FitError:
-            failed += 1
-            t_algo.append(clock() - t1)
-            t_snap.append(t1 - t0)
-            t_assume.append(0.0)
+            t.failed += 1
+            t.algorithm.append(clock() - t1)
+            t.snapshot.append(t1 - t0)
+            t.assume.append(0.0)
             continue
         t2 = clock()
         assumed = cache.assume(pod, result.node)
         fwk.run_reserve(state, assumed, result.node)
         cache.finish_binding(pod.uid)
         t3 = clock()
-        t_snap.append(t1 - t0)
-        t_algo.append(t2 - t1)
-        t_assume.append(t3 - t2)
-        evaluated.append(result.evaluated)
-    wall = clock() - t_all
-    gc.callbacks.remove(on_gc)
+        t.snapshot.append(t1 - t0)
+        t.algorithm.append(t2 - t1)
+        t.assume.append(t3 - t2)
+        t.evaluated.append(result.evaluated)
+    return t
+
+
+def bench_size(n_nodes: int, n_pods: int, workload: str, seed: int, profile: cProfile.Profile | None) -> dict[str, Any]:
+    wl = workloads.build(workload, n_nodes, n_pods, "cycle", seed)
+    cache, snap, fwk, algo = _cluster(wl, seed)
+    pods = _pods(wl, "bench")
+    gc.collect()
+    with _GcTimer(time.perf_counter) as gct:
+        if profile is not None:
+            profile.enable()
+        t_all = time.perf_counter()
+        t = _schedule_all(cache, snap, fwk, algo, pods)
+        wall = time.perf_counter() - t_all
     if profile is not None:
         profile.disable()
+    return _row(n_nodes, n_pods, workload, t, gct, wall)
 
-    per_pod = sorted(a + b + c for a, b, c in zip(t_snap, t_algo, t_assume, strict=True))
+
+def _row(n_nodes: int, n_pods: int, workload: str, t: _Timings, gct: _GcTimer, wall: float) -> dict[str, Any]:
+    per_pod = sorted(a + b + c for a, b, c in zip(t.snapshot, t.algorithm, t.assume, strict=True))
     ms = 1000.0
     return {
         "nodes": n_nodes,
         "pods": n_pods,
         "workload": workload,
-        "failed": failed,
+        "failed": t.failed,
         "wall_s": wall,
         "pods_per_s": n_pods / wall if wall else 0.0,
         "mean_ms": statistics.fmean(per_pod) * ms,
         "p50_ms": workloads.percentile(per_pod, 50) * ms,
         "p99_ms": workloads.percentile(per_pod, 99) * ms,
-        "snapshot_ms": statistics.fmean(t_snap) * ms,
-        "algorithm_ms": statistics.fmean(t_algo) * ms,
-        "assume_reserve_ms": statistics.fmean(t_assume) * ms,
-        "evaluated_mean": statistics.fmean(evaluated) if evaluated else 0.0,
-        "gc_ms_per_pod": sum(gc_time) * ms / n_pods,
-        "gc_collections": gc_runs,
-        "gc_gen2_ms_mean": gc_time[2] * ms / gc_runs[2] if gc_runs[2] else 0.0,
+        "snapshot_ms": statistics.fmean(t.snapshot) * ms,
+        "algorithm_ms": statistics.fmean(t.algorithm) * ms,
+        "assume_reserve_ms": statistics.fmean(t.assume) * ms,
+        "evaluated_mean": statistics.fmean(t.evaluated) if t.evaluated else 0.0,
+        "gc_ms_per_pod": sum(gct.time) * ms / n_pods,
+        "gc_collections": gct.runs,
+        "gc_gen2_ms_mean": gct.time[2] * ms / gct.runs[2] if gct.runs[2] else 0.0,
     }
 
 

@@ -6,107 +6,30 @@ parse each object once with orjson and keep only these slotted structs; everythi
 cache, the plugins, explain and simulate) reads them.
 
 What is kept is what kube-scheduler's default plugins read: requests (computed once, with init
-containers, sidecars and overhead), host ports, tolerations, node selector and affinity, topology
-spread constraints, labels, priority, images. Raw sub-documents that plugins parse further
-(``affinity``, ``topologySpreadConstraints``) are kept as the small dicts they are.
+containers, sidecars and overhead, by :mod:`custom_scheduler.api.resources`), host ports,
+tolerations, node selector and affinity, topology spread constraints, labels, priority, images.
+Raw sub-documents that plugins parse further (``affinity``, ``topologySpreadConstraints``) are
+kept as the small dicts they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from custom_scheduler.api import quantity
-
-# kube-scheduler's defaults for containers that omit a request, used only for scoring
-# (pkg/scheduler/util/pod_resources.go).
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-
-CPU, MEMORY, EPHEMERAL_STORAGE, PODS = "cpu", "memory", "ephemeral-storage", "pods"
+from custom_scheduler.api.node_features import declared_features, infer_for_scheduling
+from custom_scheduler.api.resources import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    JSON,
+    Resources,
+    compute_requests,
+)
 
 #: The label that makes a pod a member of a scheduler-plugins PodGroup (see custom_scheduler.api.podgroup).
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-JSON = Mapping[str, Any]
-
-
-@dataclass(slots=True)
-class Resources:
-    """A resource vector in integer units: milli-CPU, bytes, and counts for everything else."""
-
-    milli_cpu: int = 0
-    memory: int = 0
-    ephemeral_storage: int = 0
-    allowed_pods: int = 0
-    scalar: dict[str, int] = field(default_factory=dict)
-
-    def get(self, name: str) -> int:
-        """The amount of one resource by its Kubernetes name."""
-        if name == CPU:
-            return self.milli_cpu
-        if name == MEMORY:
-            return self.memory
-        if name == EPHEMERAL_STORAGE:
-            return self.ephemeral_storage
-        if name == PODS:
-            return self.allowed_pods
-        return self.scalar.get(name, 0)
-
-    def add(self, other: Resources, sign: int = 1) -> None:
-        """In-place ``self += sign * other`` (``allowed_pods`` is untouched: it is a node capacity)."""
-        self.milli_cpu += sign * other.milli_cpu
-        self.memory += sign * other.memory
-        self.ephemeral_storage += sign * other.ephemeral_storage
-        for k, v in other.scalar.items():
-            nv = self.scalar.get(k, 0) + sign * v
-            if nv:
-                self.scalar[k] = nv
-            else:
-                self.scalar.pop(k, None)
-
-    def set_max(self, other: Resources) -> None:
-        """In-place element-wise maximum."""
-        self.milli_cpu = max(self.milli_cpu, other.milli_cpu)
-        self.memory = max(self.memory, other.memory)
-        self.ephemeral_storage = max(self.ephemeral_storage, other.ephemeral_storage)
-        for k, v in other.scalar.items():
-            if v > self.scalar.get(k, 0):
-                self.scalar[k] = v
-
-    def copy(self) -> Resources:
-        return Resources(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pods, dict(self.scalar))
-
-    def is_zero(self) -> bool:
-        return not (self.milli_cpu or self.memory or self.ephemeral_storage or any(self.scalar.values()))
-
-    @classmethod
-    def from_json(cls, doc: JSON | None) -> Resources:
-        """Parse a ``ResourceList`` (``{"cpu": "500m", "memory": "1Gi", ...}``).
-
-        A negative amount raises ``ValueError``: the API server's validation never admits one, and
-        a pod with negative requests would *free* room on a node, over-committing it."""
-        r = cls()
-        if not doc:
-            return r
-        for name, value in doc.items():
-            if name == CPU:
-                r.milli_cpu = quantity.to_milli(value)
-            elif name == MEMORY:
-                r.memory = quantity.to_int(value)
-            elif name == EPHEMERAL_STORAGE:
-                r.ephemeral_storage = quantity.to_int(value)
-            elif name == PODS:
-                r.allowed_pods = quantity.to_int(value)
-            else:
-                n = quantity.to_int(value)
-                if n:
-                    r.scalar[name] = n
-        if min(r.milli_cpu, r.memory, r.ephemeral_storage, r.allowed_pods, *r.scalar.values()) < 0:
-            raise ValueError(f"negative quantity in {dict(doc)!r:.200}")
-        return r
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +150,8 @@ class Pod:
     # whether the native spec.schedulingGroup named it (else the scheduler-plugins label did).
     pod_group: str = ""
     pod_group_native: bool = False
+    # The declared node features the pod needs (api.node_features; empty for almost every pod).
+    required_node_features: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -262,6 +187,7 @@ class Node:
     unschedulable: bool = False
     allocatable: Resources = field(default_factory=Resources)
     images: dict[str, int] = field(default_factory=dict)  # image name as reported -> size in bytes
+    declared_features: frozenset[str] = frozenset()  # status.declaredFeatures (api.node_features)
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -284,6 +210,19 @@ def _ident(doc: object) -> str:
     if not isinstance(meta, Mapping):
         return "?"
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+_T = TypeVar("_T")
+
+
+def _projected(kind: str, doc: JSON, project: Callable[[JSON], _T], check: Callable[[_T], _T]) -> _T:
+    """``check(project(doc))``, any error of either as one :class:`MalformedObject` naming the object."""
+    try:
+        return check(project(doc))
+    except MalformedObject as e:
+        raise MalformedObject(f"{kind} {_ident(doc)}: {e}") from None
+    except _PARSE_ERRORS as e:
+        raise MalformedObject(f"{kind} {_ident(doc)}: {type(e).__name__}: {e}") from e
 
 
 def _need(ok: bool, what: str) -> None:
@@ -352,75 +291,6 @@ def normalize_image(name: str) -> str:
     return name + ":latest"
 
 
-def _container_requests(c: JSON) -> tuple[Resources, int, int]:
-    req = Resources.from_json(((c.get("resources") or {}).get("requests")) or None)
-    raw = (c.get("resources") or {}).get("requests") or {}
-    nz_cpu = req.milli_cpu if CPU in raw else DEFAULT_MILLI_CPU_REQUEST
-    nz_mem = req.memory if MEMORY in raw else DEFAULT_MEMORY_REQUEST
-    return req, nz_cpu, nz_mem
-
-
-def compute_requests(spec: JSON) -> tuple[Resources, int, int]:
-    """Effective pod requests, as kube-scheduler's ``PodRequests`` computes them (v1.34+).
-
-    ``max(Σ regular containers + Σ sidecars, max over init containers of (init + sidecars started
-    before it))``, then pod-level requests (``spec.resources``) in place of that for the resources
-    they name, then ``+ overhead``; sidecars are init containers with ``restartPolicy: Always``. The
-    second and third values are the "non-zero" CPU and memory used for scoring, where a container
-    that omits a request counts as 100m / 200Mi.
-    """
-    total = Resources()
-    nz_cpu = nz_mem = 0
-    for c in spec.get("containers") or ():
-        r, c_cpu, c_mem = _container_requests(c)
-        total.add(r)
-        nz_cpu += c_cpu
-        nz_mem += c_mem
-    sidecars = Resources()
-    sc_cpu = sc_mem = 0
-    init_max = Resources()
-    init_cpu = init_mem = 0
-    for c in spec.get("initContainers") or ():
-        r, c_cpu, c_mem = _container_requests(c)
-        if c.get("restartPolicy") == "Always":
-            sidecars.add(r)
-            sc_cpu += c_cpu
-            sc_mem += c_mem
-            eff, eff_cpu, eff_mem = sidecars.copy(), sc_cpu, sc_mem
-        else:
-            eff = r.copy()
-            eff.add(sidecars)
-            eff_cpu, eff_mem = c_cpu + sc_cpu, c_mem + sc_mem
-        init_max.set_max(eff)
-        init_cpu, init_mem = max(init_cpu, eff_cpu), max(init_mem, eff_mem)
-    total.add(sidecars)
-    total.set_max(init_max)
-    nz_cpu, nz_mem = max(nz_cpu + sc_cpu, init_cpu), max(nz_mem + sc_mem, init_mem)
-    pod_level = ((spec.get("resources") or {}).get("requests")) or {}
-    if any(_pod_level_resource(k) for k in pod_level):
-        # Pod-level resources (beta and on by default since 1.34): the pod's own requests replace
-        # the containers' sum for cpu, memory and hugepages; for scoring too, so an unset container
-        # request no longer counts as 100m / 200Mi.
-        lvl = Resources.from_json({k: v for k, v in pod_level.items() if _pod_level_resource(k)})
-        if "cpu" in pod_level:
-            total.milli_cpu = nz_cpu = lvl.milli_cpu
-        if "memory" in pod_level:
-            total.memory = nz_mem = lvl.memory
-        for k, v in lvl.scalar.items():
-            total.scalar[k] = v
-    overhead = Resources.from_json(spec.get("overhead"))
-    if not overhead.is_zero():
-        total.add(overhead)
-        nz_cpu += overhead.milli_cpu
-        nz_mem += overhead.memory
-    return total, nz_cpu, nz_mem
-
-
-def _pod_level_resource(name: str) -> bool:
-    """The resources ``spec.resources`` may set (upstream's ``IsSupportedPodLevelResource``)."""
-    return name in ("cpu", "memory") or name.startswith("hugepages-")
-
-
 def _pod_volumes(pod_name: str, spec: JSON) -> tuple[PodVolume, ...]:
     """The volumes the volume plugins care about (claims, in-tree disks, inline CSI), in order."""
     out = []
@@ -463,12 +333,7 @@ def _host_ports(spec: JSON) -> tuple[HostPort, ...]:
 def pod_from_json(doc: JSON) -> Pod:
     """Project a Pod's JSON into :class:`Pod`. Never raises on odd but valid specs; raises only
     :class:`MalformedObject` on anything the API server could not have sent."""
-    try:
-        return _check_pod(_pod_from_json(doc))
-    except MalformedObject as e:
-        raise MalformedObject(f"pod {_ident(doc)}: {e}") from None
-    except _PARSE_ERRORS as e:
-        raise MalformedObject(f"pod {_ident(doc)}: {type(e).__name__}: {e}") from e
+    return _projected("pod", doc, _pod_from_json, _check_pod)
 
 
 def _pod_from_json(doc: JSON) -> Pod:
@@ -529,6 +394,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         resource_claims=_pod_resource_claims(spec, status) if spec.get("resourceClaims") else (),
         pod_group=group,
         pod_group_native=native,
+        required_node_features=infer_for_scheduling(spec),
     )
 
 
@@ -563,12 +429,7 @@ def _pod_resource_claims(spec: JSON, status: JSON) -> tuple[PodResourceClaim, ..
 
 def node_from_json(doc: JSON) -> Node:
     """Project a Node's JSON into :class:`Node`; raises only :class:`MalformedObject`."""
-    try:
-        return _check_node(_node_from_json(doc))
-    except MalformedObject as e:
-        raise MalformedObject(f"node {_ident(doc)}: {e}") from None
-    except _PARSE_ERRORS as e:
-        raise MalformedObject(f"node {_ident(doc)}: {type(e).__name__}: {e}") from e
+    return _projected("node", doc, _node_from_json, _check_node)
 
 
 def _node_from_json(doc: JSON) -> Node:
@@ -591,6 +452,7 @@ def _node_from_json(doc: JSON) -> Node:
         unschedulable=bool(spec.get("unschedulable")),
         allocatable=Resources.from_json(status.get("allocatable") or status.get("capacity")),
         images=images,
+        declared_features=declared_features(status),
     )
 
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
-from custom_scheduler.api.model import POD_GROUP_LABEL, MalformedObject, Pod, Resources, parse_time
+from custom_scheduler.api.model import POD_GROUP_LABEL, MalformedObject, Pod, parse_time
+from custom_scheduler.api.resources import Resources
 
 Api = Literal["native", "crd"]
 NATIVE: Api = "native"
@@ -145,8 +146,12 @@ def _meta(doc: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
     return meta, f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
-def _common(doc: Mapping[str, Any], what: str) -> dict[str, Any] | GroupError:
-    meta, _ = _meta(doc)
+def _common(doc: object) -> tuple[Mapping[str, Any], str, dict[str, Any]] | GroupError:
+    """What both APIs' PodGroups share: (the object, its ``namespace/name`` for messages, the
+    PodGroup fields its metadata gives), or why it is malformed."""
+    if not isinstance(doc, Mapping):
+        return GroupError("?", "not an object")
+    meta, what = _meta(doc)
     ns, name = meta.get("namespace"), meta.get("name")
     if not isinstance(ns, str) or not ns or not isinstance(name, str) or not name:
         return GroupError(what, "metadata.namespace and metadata.name must be non-empty strings")
@@ -154,25 +159,27 @@ def _common(doc: Mapping[str, Any], what: str) -> dict[str, Any] | GroupError:
     if not _is_int(gen):
         return GroupError(what, f"metadata.generation must be an integer, got {type(gen).__name__}")
     ts = meta.get("creationTimestamp")
-    return {
-        "namespace": ns,
-        "name": name,
-        "resource_version": str(meta.get("resourceVersion") or ""),
-        "uid": str(meta.get("uid") or ""),
-        "creation_time": parse_time(ts if isinstance(ts, str) else None) or 0.0,
-        "generation": gen,
-    }
+    return (
+        doc,
+        what,
+        {
+            "namespace": ns,
+            "name": name,
+            "resource_version": str(meta.get("resourceVersion") or ""),
+            "uid": str(meta.get("uid") or ""),
+            "creation_time": parse_time(ts if isinstance(ts, str) else None) or 0.0,
+            "generation": gen,
+        },
+    )
 
 
 def parse_native(doc: object) -> PodGroup | GroupError:
     """A ``scheduling.k8s.io/v1beta1`` PodGroup, or why it is malformed."""
-    if not isinstance(doc, Mapping):
-        return GroupError("?", "not an object")
-    _, what = _meta(doc)
-    base = _common(doc, what)
-    if isinstance(base, GroupError):
-        return base
-    spec = doc.get("spec")
+    common = _common(doc)
+    if isinstance(common, GroupError):
+        return common
+    obj, what, base = common
+    spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return GroupError(what, "spec must be an object")
     policy = spec.get("schedulingPolicy")
@@ -193,7 +200,7 @@ def parse_native(doc: object) -> PodGroup | GroupError:
     topology = _topology_key(spec.get("schedulingConstraints"))
     if isinstance(topology, GroupError):
         return GroupError(what, topology.why)
-    cond = _initially_scheduled(doc.get("status"))
+    cond = _initially_scheduled(obj.get("status"))
     if isinstance(cond, GroupError):
         return GroupError(what, cond.why)
     return PodGroup(
@@ -248,13 +255,11 @@ def parse_crd(doc: object) -> PodGroup | GroupError:
 
     ``minMember`` absent or 0 means 1, as the coscheduling plugin treats it (any pod may run
     alone); a negative one is malformed. ``scheduleTimeoutSeconds`` must be positive when set."""
-    if not isinstance(doc, Mapping):
-        return GroupError("?", "not an object")
-    _, what = _meta(doc)
-    base = _common(doc, what)
-    if isinstance(base, GroupError):
-        return base
-    spec = doc.get("spec") or {}
+    common = _common(doc)
+    if isinstance(common, GroupError):
+        return common
+    obj, what, base = common
+    spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         return GroupError(what, "spec must be an object")
     mm = spec.get("minMember", 0)
@@ -274,7 +279,7 @@ def parse_crd(doc: object) -> PodGroup | GroupError:
             min_res = Resources.from_json(raw_res)
         except (ValueError, TypeError, ArithmeticError) as e:
             return GroupError(what, f"spec.minResources: {e}")
-    status = doc.get("status") or {}
+    status = obj.get("status") or {}
     phase = status.get("phase", "") if isinstance(status, Mapping) else ""
     return PodGroup(
         api=CRD,

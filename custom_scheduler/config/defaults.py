@@ -2,9 +2,10 @@
 
 The default profile is kube-scheduler's (v1.28+) default ``multiPoint`` list restricted to plugins
 this scheduler has: the volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
-VolumeZone) and DynamicResources are in it. It starts, as upstream's does, with SchedulingGates;
-the default PreEnqueue plugins are SchedulingGates and DynamicResources (claims must exist). The
-order is upstream's, because multiPoint order becomes the per-extension-point order.
+VolumeZone), DynamicResources and NodeDeclaredFeatures are in it. It starts, as upstream's does,
+with SchedulingGates; the default PreEnqueue plugins are SchedulingGates and DynamicResources
+(claims must exist). The order is upstream's, because multiPoint order becomes the
+per-extension-point order.
 
 Every plugin named here must be registered: a registry that lacks one makes loading a profile
 that does not disable it (in ``multiPoint``) an error, and :func:`default_profile_plugins` raise,
@@ -51,6 +52,9 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", None),
+    # Appended after the list by upstream (applyFeatureGates) while its gate is on: GA and locked
+    # on since 1.37.
+    ("NodeDeclaredFeatures", None),
 )
 
 #: Every in-tree plugin name kube-scheduler's v1 config knows (defaults and non-defaults). Naming
@@ -82,6 +86,7 @@ UPSTREAM_PLUGIN_NAMES: frozenset[str] = frozenset(
         "ImageLocality",
         "DefaultBinder",
         "DynamicResources",
+        "NodeDeclaredFeatures",
     }
 )
 

@@ -89,22 +89,10 @@ class Algorithm:
             raise RuntimeError(f"running PreFilter plugin {st.plugin!r}: {st.message}")
 
         statuses: dict[str, Status] = {}
-        candidates: Sequence[NodeInfo] = nodes
-        if state.node_names is not None:
-            allowed = state.node_names
-            reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{_prefilter_names(fwk)}]")
-            for ni in nodes:
-                if ni.name not in allowed:
-                    statuses[ni.name] = reason
-            candidates = [ni for ni in nodes if ni.name in allowed]
-
+        candidates = _prefilter_candidates(fwk, state, nodes, statuses)
         # A pod nominated by an earlier preemption tries that node first.
-        if pod.nominated_node_name and not find_all:
-            nom = snap.get(pod.nominated_node_name)
-            if nom is not None and (state.node_names is None or nom.name in state.node_names):
-                s = fwk.run_filter_with_nominated(state, pod, nom, nominated.get(nom.name, ()))
-                if s.is_success:
-                    return ScheduleResult(nom.name, 1, 1)
+        if pod.nominated_node_name and not find_all and _fits_nominated_node(fwk, state, pod, snap, nominated):
+            return ScheduleResult(pod.nominated_node_name, 1, 1)
 
         feasible, evaluated = self._find_feasible(
             fwk, state, pod, candidates, nominated, statuses, find_all, snap if candidates is nodes else None
@@ -113,7 +101,20 @@ class Algorithm:
             raise FitError(pod, len(nodes), statuses)
         if len(feasible) == 1 and not find_all:
             return ScheduleResult(feasible[0].name, evaluated, 1, statuses=statuses)
+        return self._score(fwk, state, pod, feasible, evaluated, statuses, detail)
 
+    def _score(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        feasible: Sequence[NodeInfo],
+        evaluated: int,
+        statuses: dict[str, Status],
+        detail: bool,
+    ) -> ScheduleResult:
+        """PreScore, Score and the pick among several feasible nodes; with ``detail`` every
+        plugin's score per node is kept, else only the totals are computed."""
         st = fwk.run_pre_score(state, pod, feasible)
         if not st.is_success:
             raise RuntimeError(f"running PreScore plugin {st.plugin!r}: {st.message}")
@@ -186,3 +187,29 @@ class Algorithm:
 
 def _prefilter_names(fwk: Framework) -> str:
     return " ".join(p.name for p in fwk.pre_filter)
+
+
+def _prefilter_candidates(
+    fwk: Framework, state: CycleState, nodes: Sequence[NodeInfo], statuses: dict[str, Status]
+) -> Sequence[NodeInfo]:
+    """The nodes PreFilter left to try: all of them, or those its plugins named
+    (``state.node_names``); each node left out gets its UnschedulableAndUnresolvable reason."""
+    if state.node_names is None:
+        return nodes
+    allowed = state.node_names
+    reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{_prefilter_names(fwk)}]")
+    for ni in nodes:
+        if ni.name not in allowed:
+            statuses[ni.name] = reason
+    return [ni for ni in nodes if ni.name in allowed]
+
+
+def _fits_nominated_node(
+    fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot, nominated: Mapping[str, Sequence[Pod]]
+) -> bool:
+    """Whether the node an earlier preemption nominated ``pod`` to passes the filters (with the
+    pods nominated there too); a node gone or left out by PreFilter does not."""
+    nom = snap.get(pod.nominated_node_name)
+    if nom is None or (state.node_names is not None and nom.name not in state.node_names):
+        return False
+    return fwk.run_filter_with_nominated(state, pod, nom, nominated.get(nom.name, ())).is_success

@@ -323,7 +323,7 @@ class Cache:
 
     def check_invariants(self) -> list[str]:
         """Problems found (empty when consistent): requested == Σ pods, and each pod is on its node."""
-        from custom_scheduler.api.model import Resources
+        from custom_scheduler.api.resources import Resources
 
         problems = []
         with self._lock:

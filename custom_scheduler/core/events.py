@@ -117,7 +117,7 @@ class Writer:
         try:
             self._q.put(None, timeout=timeout)
         except queue.Full:
-            pass
+            pass  # the writer is still busy: the join below waits as long, then the daemon thread is left
         self._thread.join(timeout)
 
     def flush(self, timeout: float = 10.0) -> None:
@@ -250,7 +250,7 @@ class Writer:
                 content_type="application/merge-patch+json",
             )
         except api_errors.NotFound:
-            pass
+            pass  # the Event is gone (its TTL ran out): the count goes with it; a repeat after the window posts anew
 
     # -- pod status -------------------------------------------------------------------------------
     def pod_condition(self, pod: Pod, *, status: str, reason: str, message: str, nominated: str | None = None) -> None:
@@ -280,6 +280,6 @@ class Writer:
             try:
                 self.client.patch(pod_path(pod.namespace, pod.name, "status"), patch, STRATEGIC_PATCH_CT)
             except api_errors.NotFound:
-                pass
+                pass  # the pod is gone: there is no condition left to report
 
         self._submit(write)

@@ -15,6 +15,12 @@ the watch from before the event and meet the same object again, forever.
 
 Pods are listed with ``status.phase!=Succeeded,status.phase!=Failed`` as kube-scheduler does:
 a pod that finishes leaves the watch's view and arrives here as a delete, freeing its resources.
+
+Sinks: an informer calls anything with the three methods of :class:`Sink`. The one adapter this
+package builds is :class:`CallbackSink`, three callables: the composition root points them at the
+scheduler's handlers, :func:`store_sink` at a store's ``put``/``delete`` (the framework's stores know
+nothing of informers), :func:`fan_out` feeds several sinks in order and :data:`NULL_SINK` ignores
+everything (an informer kept only as a lister).
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -37,9 +45,6 @@ from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.kube.watch import Reflector
 
-if TYPE_CHECKING:
-    from custom_scheduler.core.scheduler import Scheduler
-
 log = structlog.get_logger("custom_scheduler.informers")
 
 T = TypeVar("T")
@@ -49,11 +54,61 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 class Sink(Protocol[T_contra]):
+    """What an informer tells: an object added, replaced (old, new) or deleted."""
+
     def on_add(self, obj: T_contra) -> None: ...
 
     def on_update(self, old: T_contra, new: T_contra) -> None: ...
 
     def on_delete(self, obj: T_contra) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackSink(Generic[T]):
+    """A :class:`Sink` made of three callables: the one adapter between an informer and whatever
+    it feeds, so a new consumer is a constructor call rather than another class."""
+
+    on_add: Callable[[T], None]
+    on_update: Callable[[T, T], None]
+    on_delete: Callable[[T], None]
+
+
+def _ignore(*objs: Any) -> None:
+    return None
+
+
+#: Drops every event: the sink of an informer kept only for its store (namespaces, PDBs).
+NULL_SINK: CallbackSink[Any] = CallbackSink(_ignore, _ignore, _ignore)
+
+
+def store_sink(put: Callable[[T], None], delete: Callable[[T], None]) -> CallbackSink[T]:
+    """A sink over a store that keeps the latest version of each object: an add and an update
+    both ``put`` the new version, a delete removes it."""
+
+    def update(old: T, new: T) -> None:
+        put(new)
+
+    return CallbackSink(put, update, delete)
+
+
+def fan_out(*sinks: Sink[T]) -> CallbackSink[T]:
+    """One sink feeding ``sinks`` in order: the pod informer feeds the PodGroup member index
+    first, so a new member's own PreEnqueue already counts it, then the scheduler. An exception
+    from one stops the rest for that event, as the informer logs it and moves on."""
+
+    def add(obj: T) -> None:
+        for s in sinks:
+            s.on_add(obj)
+
+    def update(old: T, new: T) -> None:
+        for s in sinks:
+            s.on_update(old, new)
+
+    def delete(obj: T) -> None:
+        for s in sinks:
+            s.on_delete(obj)
+
+    return CallbackSink(add, update, delete)
 
 
 class Informer(Generic[T]):
@@ -122,13 +177,13 @@ class Informer(Generic[T]):
             self.store = fresh
         for k, old in old_store.items():
             if k not in fresh:
-                self._deliver(self._sink.on_delete, old)
+                self._deliver("on_delete", self._sink.on_delete, old)
         for k, obj in fresh.items():
             prev = old_store.get(k)
             if prev is None:
-                self._deliver(self._sink.on_add, obj)
+                self._deliver("on_add", self._sink.on_add, obj)
             elif getattr(prev, "resource_version", None) != getattr(obj, "resource_version", None):
-                self._deliver(self._sink.on_update, prev, obj)
+                self._deliver("on_update", self._sink.on_update, prev, obj)
         log.info("informer_listed", informer=self.name, items=len(fresh), resource_version=resource_version)
 
     def on_event(self, kind: str, doc: dict[str, Any]) -> None:
@@ -147,11 +202,11 @@ class Informer(Generic[T]):
             else:
                 self.store[k] = obj
         if kind == "DELETED":
-            self._deliver(self._sink.on_delete, prev if prev is not None else obj)
+            self._deliver("on_delete", self._sink.on_delete, prev if prev is not None else obj)
         elif prev is None:
-            self._deliver(self._sink.on_add, obj)
+            self._deliver("on_add", self._sink.on_add, obj)
         else:
-            self._deliver(self._sink.on_update, prev, obj)
+            self._deliver("on_update", self._sink.on_update, prev, obj)
 
     def _skip(self, doc: Any, e: Exception) -> None:
         """Report an object that cannot be projected, once per (uid, resourceVersion)."""
@@ -181,13 +236,14 @@ class Informer(Generic[T]):
                     break
             else:
                 return
-        self._deliver(self._sink.on_delete, prev)
+        self._deliver("on_delete", self._sink.on_delete, prev)
 
-    def _deliver(self, fn: Callable[..., None], *objs: T) -> None:
+    def _deliver(self, handler: str, fn: Callable[..., None], *objs: T) -> None:
+        """``fn(*objs)``; an exception is logged under the ``handler`` (``on_add``...) it came from."""
         try:
             fn(*objs)
         except Exception:
-            log.exception("informer_handler_failed", informer=self.name, handler=getattr(fn, "__name__", "?"))
+            log.exception("informer_handler_failed", informer=self.name, handler=handler)
 
     def get(self, key: str) -> T | None:
         with self._lock:
@@ -243,15 +299,23 @@ VOLUME_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] =
 )
 
 
+class KindStore(Protocol):
+    """A store of several kinds fed by informers (the volume store, the DRA store)."""
+
+    def put(self, kind: str, obj: Any) -> None: ...
+
+    def delete(self, kind: str, obj: Any) -> None: ...
+
+
 def store_informers(
     client: KubeClient,
     resources: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...],
-    sink: Callable[[str], Any],
+    store: KindStore,
     kw: Callable[[str], dict[str, Any]],
     **common: Any,
 ) -> list[Informer[Any]]:
-    """One informer per (kind, list path, projection), each feeding ``sink(kind)`` of a store (the
-    volume store, the DRA store); ``kw(resource)`` gives its metrics hooks."""
+    """One informer per (kind, list path, projection), each feeding that kind of ``store``;
+    ``kw(resource)`` gives its metrics hooks."""
     out: list[Informer[Any]] = []
     for kind, path, project in resources:
         resource = path.rsplit("/", 1)[1]
@@ -261,7 +325,7 @@ def store_informers(
                 path,
                 project,
                 lambda o: f"{getattr(o, 'namespace', '')}/{o.name}",
-                sink(kind),
+                store_sink(partial(store.put, kind), partial(store.delete, kind)),
                 name=resource,
                 **common,
                 **kw(resource),
@@ -274,7 +338,7 @@ def volume_informers(
     client: KubeClient, store: volumes.VolumeStore, kw: Callable[[str], dict[str, Any]], **common: Any
 ) -> list[Informer[Any]]:
     """One informer per storage kind, each feeding ``store``."""
-    return store_informers(client, VOLUME_RESOURCES, store.sink, kw, **common)
+    return store_informers(client, VOLUME_RESOURCES, store, kw, **common)
 
 
 #: The DRA objects DynamicResources reads: (kind, list path, projection).
@@ -289,52 +353,10 @@ def dra_informers(
     client: KubeClient, store: fdra.DRAStore, kw: Callable[[str], dict[str, Any]], **common: Any
 ) -> list[Informer[Any]]:
     """One informer per DRA kind, each feeding ``store``."""
-    return store_informers(client, DRA_RESOURCES, store.sink, kw, **common)
+    return store_informers(client, DRA_RESOURCES, store, kw, **common)
 
 
-# --- sinks the daemon wires, and the optional PodGroup APIs -------------------------------------
-
-
-class NullSink:
-    def on_add(self, obj: Any) -> None: ...
-
-    def on_update(self, old: Any, new: Any) -> None: ...
-
-    def on_delete(self, obj: Any) -> None: ...
-
-
-class SchedulerPodSink:
-    def __init__(self, s: Scheduler) -> None:
-        self.on_add: Callable[[Pod], None] = s.on_pod_add
-        self.on_update: Callable[[Pod, Pod], None] = s.on_pod_update
-        self.on_delete: Callable[[Pod], None] = s.on_pod_delete
-
-
-class SchedulerNodeSink:
-    def __init__(self, s: Scheduler) -> None:
-        self.on_add: Callable[[Node], None] = s.on_node_add
-        self.on_update: Callable[[Node, Node], None] = s.on_node_update
-        self.on_delete: Callable[[Node], None] = s.on_node_delete
-
-
-class Chained:
-    """The pod informer's sink: the PodGroup member index first, so a new member's own PreEnqueue
-    already counts it, then the scheduler."""
-
-    def __init__(self, first: Any, then: Any) -> None:
-        self._a, self._b = first, then
-
-    def on_add(self, obj: Any) -> None:
-        self._a.on_add(obj)
-        self._b.on_add(obj)
-
-    def on_update(self, old: Any, new: Any) -> None:
-        self._a.on_update(old, new)
-        self._b.on_update(old, new)
-
-    def on_delete(self, obj: Any) -> None:
-        self._a.on_delete(obj)
-        self._b.on_delete(obj)
+# --- the optional PodGroup APIs -----------------------------------------------------------------
 
 
 class OptionalApiInformer(Informer[Any]):
@@ -413,7 +435,7 @@ def gang_informers(
     """One optional informer per PodGroup API, each feeding ``store`` (names ``podgroups`` and
     ``podgroups.scheduling.x-k8s.io``, for logs and metrics)."""
     out: list[Informer[Any]] = []
-    for kind, path, project in GANG_RESOURCES:
+    for _kind, path, project in GANG_RESOURCES:
         name = "podgroups" if path == gang.NATIVE_PATH else "podgroups.scheduling.x-k8s.io"
         out.append(
             OptionalApiInformer(
@@ -421,7 +443,7 @@ def gang_informers(
                 path,
                 project,
                 lambda g: f"{g.namespace}/{g.name}",
-                store.sink(kind),
+                store_sink(store.put, store.delete),
                 name=name,
                 retry=retry,
                 **common,

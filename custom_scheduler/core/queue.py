@@ -1,17 +1,22 @@
 """The scheduling queue: which pending pod the scheduling thread tries next, and when it retries.
 
-This follows kube-scheduler's ``PriorityQueue`` (pkg/scheduler/backend/queue) in meaning. Every
-pending pod known to the queue is in exactly one of four places:
+This follows kube-scheduler's ``PriorityQueue`` (pkg/scheduler/backend/queue/scheduling_queue.go)
+in meaning, and its layout: :class:`SchedulingQueue` here composes one class per sub-queue and
+owns what crosses them (the lock, the moves, PreEnqueue, the requeue rules). Every pending pod
+known to the queue is in exactly one of four places:
 
-- **activeQ**, a heap ordered by the QueueSort ``less`` (priority, then time queued): ready to try.
-- **backoffQ**, a heap ordered by backoff expiry, ``timestamp + min(initial * 2**(attempts-1), max)``
-  (1, 2, 4, 8, 10, 10 ... seconds with the defaults). Pods move to activeQ once it expires.
-- **unschedulable**, a map: pods rejected by plugins, waiting for a cluster event that may help
-  (:meth:`SchedulingQueue.move_all_to_active_or_backoff`), a change to themselves
-  (:meth:`SchedulingQueue.update`), or ``max_in_unschedulable`` seconds (5 min) to pass. Pods that
-  PreEnqueue rejected wait here too, flagged ``gated`` and reported apart (``queue="gated"``).
-- **in flight**: popped by the scheduling thread and not yet ``done``. Updates and deletes that
-  arrive meanwhile are recorded and applied when the pod is requeued.
+- **activeQ** (:mod:`~custom_scheduler.core.active_queue`), a heap ordered by the QueueSort
+  ``less`` (priority, then time queued): ready to try.
+- **backoffQ** (:mod:`~custom_scheduler.core.backoff_queue`), a heap ordered by backoff expiry,
+  ``timestamp + min(initial * 2**(attempts-1), max)``. Pods move to activeQ once it expires.
+- **unschedulable** (:mod:`~custom_scheduler.core.unschedulable_pods`), a map: pods rejected by
+  plugins, waiting for a cluster event that may help (:meth:`SchedulingQueue.move_all_to_active_or_backoff`),
+  a change to themselves (:meth:`SchedulingQueue.update`), or ``max_in_unschedulable`` seconds
+  (5 min) to pass. Pods that PreEnqueue rejected wait here too, flagged ``gated`` and reported
+  apart (``queue="gated"``).
+- **in flight** (kept by activeQ, as upstream): popped by the scheduling thread and not yet
+  ``done``. Updates and deletes that arrive meanwhile are recorded and applied when the pod is
+  requeued.
 
 A pod's life: ``add`` -> activeQ -> ``pop`` (attempts += 1, in flight) -> on success ``done``; on
 failure ``add_unschedulable_if_not_present`` (plugins rejected it) or ``add_backoff`` (an error),
@@ -33,13 +38,14 @@ The move-request rule avoids losing events: a cluster event that arrives while a
 scheduled (``move_request_cycle >= the pod's cycle``) might have made it schedulable, so such a pod
 goes to backoffQ rather than waiting in unschedulable for an event that already happened.
 
-Thread safety: one lock guards everything; a condition on it wakes ``pop``. Informer threads call
+Thread safety: one lock guards everything (the sub-queue classes have none: a pod moving between
+them is never seen in two or in none); a condition on it wakes ``pop``. Informer threads call
 ``add``/``update``/``delete``/``move_all_to_active_or_backoff``, the scheduling thread ``pop`` and
 the requeue calls, binder threads ``done`` and ``add_backoff``. Callbacks given to the queue
 (``less``, ``pre_check``, ``pre_enqueue``) run under the lock: they must be cheap and must not call
 the queue.
 
-Not here: nominated pods (preemption keeps its own map), queueing hints, metrics export
+Not here: nominated pods (:mod:`~custom_scheduler.core.nominator`), queueing hints, metrics export
 (``pending_counts`` and ``incoming_counts`` feed the gauges and counters).
 Time comes from the injected ``clock`` (seconds); only ``pop``'s timeout and the flush loop's
 period use real monotonic time, so a fake clock never stalls them.
@@ -53,11 +59,16 @@ import functools
 import itertools
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
 
 from custom_scheduler.api import model
+from custom_scheduler.core.active_queue import ActiveQueue
+from custom_scheduler.core.backoff_queue import BackoffQueue
+from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+from custom_scheduler.core.unschedulable_pods import SCHEDULING_GATES, UnschedulablePods, waits_for_own_update
+
+# Re-exported: the rest of the package reads the queue's entry and this name as ``queue.X``.
+__all__ = ["SCHEDULING_GATES", "QueuedPodInfo"]
 
 Clock = Callable[[], float]
 PreEnqueueCheck = Callable[[model.Pod], str | None]
@@ -81,11 +92,6 @@ PRE_ENQUEUE_CHANGED = "PreEnqueueChanged"
 # A plugin asked for these pods (Handle.activate), or a hold on them ended.
 FORCE_ACTIVATE = "ForceActivate"
 
-#: The PreEnqueue plugin whose rejections only the pod's own update can lift, so cluster events and
-#: the leftover flush skip the pods it gated. Spelled out so this module imports no plugin; a test
-#: keeps it equal to ``plugins.scheduling_gates.NAME``.
-SCHEDULING_GATES = "SchedulingGates"
-
 BACKOFF_FLUSH_INTERVAL = 1.0
 LEFTOVER_FLUSH_INTERVAL = 30.0
 
@@ -98,43 +104,6 @@ class SubQueue(enum.StrEnum):
     UNSCHEDULABLE = "unschedulable"
     GATED = "gated"
     """In the unschedulable map, held back by PreEnqueue (``QueuedPodInfo.gated``); reported apart."""
-
-
-@dataclass(slots=True, eq=False)
-class QueuedPodInfo:
-    """A pod plus its queueing history. Identity-compared; keyed by ``pod.uid``."""
-
-    pod: model.Pod
-    timestamp: float
-    """When the pod was last added to the queue (clock seconds); QueueSort and backoff read it."""
-    attempts: int = 0
-    """Scheduling attempts so far, counted on every pop."""
-    initial_attempt_timestamp: float | None = None
-    """When the pod was first popped, for the pod-scheduling-duration metric."""
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    """Plugins that rejected the last attempt; cleared on pop, filled by the failure handler."""
-    seq: int = 0
-    """Insertion sequence, the heaps' last tie-breaker (FIFO among equals)."""
-    gating_plugin: str = ""
-    """The PreEnqueue plugin that rejected the pod the last time PreEnqueue ran ("" when it passed;
-    kube-scheduler's ``GatingPlugin``). It is also added to ``unschedulable_plugins``, so events
-    that plugin cares about move the pod. Only ever set while the pod waits in unschedulable."""
-
-    @property
-    def uid(self) -> str:
-        return self.pod.uid
-
-    @property
-    def gated(self) -> bool:
-        """Held back by PreEnqueue (kube-scheduler's ``Gated``): never popped until it passes."""
-        return bool(self.gating_plugin)
-
-
-@dataclass(slots=True)
-class _InFlight:
-    qpi: QueuedPodInfo
-    latest: model.Pod | None = None  # newest version seen while in flight
-    deleted: bool = False
 
 
 # Fields that change without the pod's scheduling requirements changing (status and bookkeeping);
@@ -153,104 +122,6 @@ def spec_signature(pod: model.Pod) -> tuple[object, ...]:
 def may_have_become_schedulable(old: model.Pod, new: model.Pod) -> bool:
     """Whether ``new`` differs from ``old`` in more than status and resourceVersion."""
     return spec_signature(old) != spec_signature(new)
-
-
-def _waits_for_own_update(qpi: QueuedPodInfo) -> bool:
-    """Gated by SchedulingGates: no cluster event and no timeout can help, only an update of the pod."""
-    return qpi.gating_plugin == SCHEDULING_GATES
-
-
-def _rejected_by_any(qpi: QueuedPodInfo, plugins: Collection[str] | None) -> bool:
-    if plugins is None or not qpi.unschedulable_plugins:
-        return True
-    return not qpi.unschedulable_plugins.isdisjoint(plugins)
-
-
-class _Heap:
-    """A binary heap of QueuedPodInfo indexed by uid, so update and delete are O(log n)."""
-
-    __slots__ = ("_before", "_items", "_pos")
-
-    def __init__(self, before: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
-        self._before = before
-        self._items: list[QueuedPodInfo] = []
-        self._pos: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._pos
-
-    def __iter__(self) -> Iterator[QueuedPodInfo]:
-        return iter(list(self._items))
-
-    def get(self, uid: str) -> QueuedPodInfo | None:
-        i = self._pos.get(uid)
-        return None if i is None else self._items[i]
-
-    def peek(self) -> QueuedPodInfo | None:
-        return self._items[0] if self._items else None
-
-    def push(self, qpi: QueuedPodInfo) -> None:
-        self._items.append(qpi)
-        self._pos[qpi.uid] = len(self._items) - 1
-        self._up(len(self._items) - 1)
-
-    def pop(self) -> QueuedPodInfo:
-        return self._remove_at(0)
-
-    def remove(self, uid: str) -> QueuedPodInfo | None:
-        i = self._pos.get(uid)
-        return None if i is None else self._remove_at(i)
-
-    def fix(self, uid: str) -> None:
-        """Restore the heap order after the entry's sort key changed."""
-        i = self._pos[uid]
-        if not self._up(i):
-            self._down(i)
-
-    def _remove_at(self, i: int) -> QueuedPodInfo:
-        items = self._items
-        last = items.pop()
-        if i == len(items):
-            del self._pos[last.uid]
-            return last
-        removed = items[i]
-        del self._pos[removed.uid]
-        items[i] = last
-        self._pos[last.uid] = i
-        if not self._up(i):
-            self._down(i)
-        return removed
-
-    def _up(self, i: int) -> bool:
-        items, pos, before = self._items, self._pos, self._before
-        item, start = items[i], i
-        while i > 0:
-            parent = (i - 1) // 2
-            if not before(item, items[parent]):
-                break
-            items[i] = items[parent]
-            pos[items[i].uid] = i
-            i = parent
-        items[i] = item
-        pos[item.uid] = i
-        return i != start
-
-    def _down(self, i: int) -> None:
-        items, pos, before = self._items, self._pos, self._before
-        n, item = len(items), items[i]
-        while (child := 2 * i + 1) < n:
-            if child + 1 < n and before(items[child + 1], items[child]):
-                child += 1
-            if not before(items[child], item):
-                break
-            items[i] = items[child]
-            pos[items[i].uid] = i
-            i = child
-        items[i] = item
-        pos[item.uid] = i
 
 
 class SchedulingQueue:
@@ -278,52 +149,29 @@ class SchedulingQueue:
         max_in_unschedulable: float = 300.0,
         pre_enqueue: PreEnqueueCheck | None = None,
     ) -> None:
-        self._less = less
         self._pre_enqueue = pre_enqueue
         self._clock = clock
-        self._initial_backoff = initial_backoff
-        self._max_backoff = max_backoff
-        self._max_in_unschedulable = max_in_unschedulable
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._active = _Heap(self._active_before)
-        self._backoff = _Heap(self._backoff_before)
-        self._unschedulable: dict[str, QueuedPodInfo] = {}
-        self._in_flight: dict[str, _InFlight] = {}
-        self._seq = itertools.count()
-        self._scheduling_cycle = 0
-        self._move_request_cycle = -1
+        seq = itertools.count()  # one sequence, so take_members can order entries of both heaps
+        self._active = ActiveQueue(less, seq=seq, clock=clock)
+        self._backoff = BackoffQueue(seq=seq, clock=clock, initial=initial_backoff, maximum=max_backoff)
+        self._unschedulable = UnschedulablePods(clock=clock, max_in_unschedulable=max_in_unschedulable)
         self._closed = False
-        self._incoming: Counter[tuple[str, str]] = Counter()
 
-    # -- orderings ------------------------------------------------------------------------------
-    def _active_before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        if self._less(a, b):
-            return True
-        if self._less(b, a):
-            return False
-        return a.seq < b.seq
-
-    def _compare_active(self, a: QueuedPodInfo, b: QueuedPodInfo) -> int:
-        return -1 if self._active_before(a, b) else (1 if self._active_before(b, a) else 0)
-
-    def _backoff_before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return (self.backoff_expiry(a), a.seq) < (self.backoff_expiry(b), b.seq)
-
+    # -- backoff policy -------------------------------------------------------------------------
     def set_backoff(self, initial: float, maximum: float) -> None:
         """Change podInitialBackoffSeconds / podMaxBackoffSeconds (config reload)."""
         with self._lock:
-            self._initial_backoff = initial
-            self._max_backoff = maximum
+            self._backoff.set_backoff(initial, maximum)
 
     def backoff_duration(self, attempts: int) -> float:
         """``initial * 2**(attempts-1)`` capped at ``max`` (the initial backoff for attempts <= 1)."""
-        exponent = min(max(attempts - 1, 0), 64)
-        return min(self._initial_backoff * 2.0**exponent, self._max_backoff)
+        return self._backoff.duration(attempts)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
         """When ``qpi``'s backoff ends (clock seconds)."""
-        return qpi.timestamp + self.backoff_duration(qpi.attempts)
+        return self._backoff.expiry(qpi)
 
     # -- informer side --------------------------------------------------------------------------
     def add(self, pod: model.Pod) -> None:
@@ -348,33 +196,25 @@ class SchedulingQueue:
                 self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_UPDATE)
 
     def _update_locked(self, pod: model.Pod) -> bool:
-        uid = pod.uid
-        if (flight := self._in_flight.get(uid)) is not None:
-            flight.latest = pod
-            flight.deleted = False  # the object exists after all
+        """Apply an update wherever the pod is; False if the queue does not know it."""
+        if self._active.update_in_flight(pod) or self._active.update(pod) or self._backoff.update(pod):
             return True
-        if (qpi := self._active.get(uid)) is not None:
-            qpi.pod = pod
-            self._active.fix(uid)
+        qpi = self._unschedulable.get(pod.uid)
+        if qpi is None:
+            return False
+        old, qpi.pod = qpi.pod, pod
+        if not may_have_become_schedulable(old, pod):
             return True
-        if (qpi := self._backoff.get(uid)) is not None:
-            qpi.pod = pod  # the expiry depends on timestamp and attempts only: no re-heapify
+        if qpi.gated:
+            # Only PreEnqueue held it back, so only PreEnqueue decides; still rejected, it stays
+            # where it is (same timestamp, not counted as entering again).
+            if self._passes_pre_enqueue(qpi):
+                self._unschedulable.remove(pod.uid)
+                self._push_active(qpi, POD_UPDATE)
             return True
-        if (qpi := self._unschedulable.get(uid)) is not None:
-            old, qpi.pod = qpi.pod, pod
-            if not may_have_become_schedulable(old, pod):
-                return True
-            if qpi.gated:
-                # Only PreEnqueue held it back, so only PreEnqueue decides; still rejected, it stays
-                # where it is (same timestamp, not counted as entering again).
-                if self._passes_pre_enqueue(qpi):
-                    del self._unschedulable[uid]
-                    self._push_active(qpi, POD_UPDATE)
-                return True
-            del self._unschedulable[uid]
-            self._move_locked(qpi, POD_UPDATE)
-            return True
-        return False
+        self._unschedulable.remove(pod.uid)
+        self._move_locked(qpi, POD_UPDATE)
+        return True
 
     def delete(self, pod: model.Pod | str) -> bool:
         """Forget a pod (by object or uid). If it is in flight, its requeue will be skipped.
@@ -383,13 +223,9 @@ class SchedulingQueue:
         """
         uid = pod if isinstance(pod, str) else pod.uid
         with self._lock:
-            if (flight := self._in_flight.get(uid)) is not None:
-                flight.deleted = True
-                flight.latest = None
+            if self._active.delete_in_flight(uid):
                 return True
-            if self._active.remove(uid) is not None or self._backoff.remove(uid) is not None:
-                return True
-            return self._unschedulable.pop(uid, None) is not None
+            return self._remove_queued_locked(uid) is not None
 
     def move_all_to_active_or_backoff(
         self,
@@ -409,13 +245,7 @@ class SchedulingQueue:
         counts).
         """
         with self._lock:
-            moving = [
-                qpi
-                for qpi in self._unschedulable.values()
-                if not _waits_for_own_update(qpi)
-                and _rejected_by_any(qpi, plugins)
-                and (pre_check is None or pre_check(qpi.pod))
-            ]
+            moving = self._unschedulable.movable(plugins, pre_check)
             self._move_all_locked(moving, event)
             return len(moving)
 
@@ -434,29 +264,21 @@ class SchedulingQueue:
                     return None
                 self._flush_backoff_locked()
                 if self._active:
-                    break
+                    return self._active.pop()
                 wait: float | None = None
                 if deadline is not None:
                     wait = deadline - time.monotonic()
                     if wait <= 0:
                         return None
-                if (head := self._backoff.peek()) is not None:
-                    due = self.backoff_expiry(head) - self._clock()
+                if (expiry := self._backoff.next_expiry()) is not None:
+                    due = expiry - self._clock()
                     wait = due if wait is None else min(wait, due)
                 self._cond.wait(wait)
-            qpi = self._active.pop()
-            qpi.attempts += 1
-            if qpi.initial_attempt_timestamp is None:
-                qpi.initial_attempt_timestamp = self._clock()
-            qpi.unschedulable_plugins = set()
-            self._scheduling_cycle += 1
-            self._in_flight[qpi.uid] = _InFlight(qpi)
-            return qpi
 
     def done(self, uid: str) -> None:
         """The pod's scheduling (and binding) cycle is over. Idempotent."""
         with self._lock:
-            self._in_flight.pop(uid, None)
+            self._active.done(uid)
 
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, pod_scheduling_cycle: int) -> SubQueue | None:
         """Requeue a pod that plugins rejected in the cycle ``pod_scheduling_cycle``.
@@ -478,18 +300,18 @@ class SchedulingQueue:
     def _requeue_locked(self, qpi: QueuedPodInfo, cycle: int | None) -> SubQueue | None:
         uid = qpi.uid
         changed = False
-        if (flight := self._in_flight.pop(uid, None)) is not None:
+        if (flight := self._active.end_flight(uid)) is not None:
             if flight.deleted:
                 return None
             if flight.latest is not None:
                 changed = may_have_become_schedulable(qpi.pod, flight.latest)
                 qpi.pod = flight.latest
-        if uid in self._active or uid in self._backoff or uid in self._unschedulable:
+        if self._contains_locked(uid):
             return None
         qpi.timestamp = self._clock()
-        if cycle is not None and qpi.unschedulable_plugins and self._move_request_cycle < cycle and not changed:
+        if cycle is not None and qpi.unschedulable_plugins and self._active.move_request_cycle < cycle and not changed:
             qpi.gating_plugin = ""
-            self._park(qpi, SCHEDULE_ATTEMPT_FAILURE)
+            self._unschedulable.add(qpi, SCHEDULE_ATTEMPT_FAILURE)
             return SubQueue.UNSCHEDULABLE
         return self._move_locked(qpi, SCHEDULE_ATTEMPT_FAILURE)
 
@@ -501,9 +323,9 @@ class SchedulingQueue:
             return self._flush_backoff_locked()
 
     def _flush_backoff_locked(self) -> int:
-        now, moved = self._clock(), 0
-        while (head := self._backoff.peek()) is not None and self.backoff_expiry(head) <= now:
-            if self._to_active_locked(self._backoff.pop(), BACKOFF_COMPLETE) is SubQueue.ACTIVE:
+        moved = 0
+        for qpi in self._backoff.pop_completed():
+            if self._to_active_locked(qpi, BACKOFF_COMPLETE) is SubQueue.ACTIVE:
                 moved += 1
         return moved
 
@@ -511,12 +333,7 @@ class SchedulingQueue:
         """Retry pods that have waited in unschedulable longer than ``max_in_unschedulable``
         (never pods gated by SchedulingGates: time does not remove a gate)."""
         with self._lock:
-            now = self._clock()
-            moving = [
-                qpi
-                for qpi in self._unschedulable.values()
-                if now - qpi.timestamp > self._max_in_unschedulable and not _waits_for_own_update(qpi)
-            ]
+            moving = self._unschedulable.timed_out()
             if moving:
                 self._move_all_locked(moving, UNSCHEDULABLE_TIMEOUT)
             return len(moving)
@@ -544,20 +361,17 @@ class SchedulingQueue:
                 next_leftover = now + leftover_interval
             stop.wait(max(0.0, min(next_backoff, next_leftover) - time.monotonic()))
 
-    # -- moves (lock held) ----------------------------------------------------------------------
+    # -- moves between sub-queues (lock held) ---------------------------------------------------
     def _move_all_locked(self, moving: list[QueuedPodInfo], event: str) -> None:
         for qpi in moving:
-            del self._unschedulable[qpi.uid]
+            self._unschedulable.remove(qpi.uid)
             self._move_locked(qpi, event)
-        self._move_request_cycle = self._scheduling_cycle
+        self._active.note_move_request()
 
     def _move_locked(self, qpi: QueuedPodInfo, event: str) -> SubQueue:
-        # A gated pod is never backing off (kube-scheduler's isPodBackingoff): it was held back
-        # before an attempt, not after a failed one.
-        if not qpi.gated and self.backoff_expiry(qpi) > self._clock():
-            qpi.seq = next(self._seq)
-            self._backoff.push(qpi)
-            self._incoming[SubQueue.BACKOFF.value, event] += 1
+        """A pod in no sub-queue goes to backoffQ while backing off, else towards activeQ."""
+        if self._backoff.is_backing_off(qpi):
+            self._backoff.push(qpi, event)
             # A waiting pop sleeps until the old backoff head; wake it to recompute.
             self._cond.notify_all()
             return SubQueue.BACKOFF
@@ -569,7 +383,7 @@ class SchedulingQueue:
         if self._passes_pre_enqueue(qpi):
             self._push_active(qpi, event)
             return SubQueue.ACTIVE
-        self._park(qpi, event)
+        self._unschedulable.add(qpi, event)
         return SubQueue.GATED
 
     def _passes_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
@@ -581,16 +395,18 @@ class SchedulingQueue:
             qpi.unschedulable_plugins.add(gate)
         return not gate
 
-    def _park(self, qpi: QueuedPodInfo, event: str) -> None:
-        self._unschedulable[qpi.uid] = qpi
-        self._incoming[SubQueue.UNSCHEDULABLE.value, event] += 1
-
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
-        qpi.seq = next(self._seq)
-        self._active.push(qpi)
-        self._incoming[SubQueue.ACTIVE.value, event] += 1
+        self._active.push(qpi, event)
         self._cond.notify_all()
 
+    def _remove_queued_locked(self, uid: str) -> QueuedPodInfo | None:
+        """Take the pod out of whichever sub-queue holds it."""
+        return self._active.remove(uid) or self._backoff.remove(uid) or self._unschedulable.remove(uid)
+
+    def _contains_locked(self, uid: str) -> bool:
+        return uid in self._active or uid in self._backoff or uid in self._unschedulable
+
+    # -- PreEnqueue again, activation, group cycles ---------------------------------------------
     def recheck_pre_enqueue(self) -> tuple[int, int]:
         """Run PreEnqueue again on gated pods and on activeQ, after the PreEnqueue plugins changed
         (a config reload). Gated pods that now pass go to activeQ; pods in activeQ that are now
@@ -598,15 +414,15 @@ class SchedulingQueue:
         to activeQ anyway. Returns (released, gated)."""
         with self._lock:
             released = gated = 0
-            for qpi in [q for q in self._unschedulable.values() if q.gated]:
+            for qpi in self._unschedulable.gated():
                 if self._passes_pre_enqueue(qpi):
-                    del self._unschedulable[qpi.uid]
+                    self._unschedulable.remove(qpi.uid)
                     self._push_active(qpi, PRE_ENQUEUE_CHANGED)
                     released += 1
             for qpi in self._active:
                 if not self._passes_pre_enqueue(qpi):
                     self._active.remove(qpi.uid)
-                    self._park(qpi, PRE_ENQUEUE_CHANGED)
+                    self._unschedulable.add(qpi, PRE_ENQUEUE_CHANGED)
                     gated += 1
             return released, gated
 
@@ -618,7 +434,7 @@ class SchedulingQueue:
             for uid in uids:
                 qpi = self._unschedulable.get(uid)
                 if qpi is not None and qpi.gated and self._passes_pre_enqueue(qpi):
-                    del self._unschedulable[uid]
+                    self._unschedulable.remove(uid)
                     self._push_active(qpi, FORCE_ACTIVATE)
                     released += 1
             return released
@@ -630,20 +446,19 @@ class SchedulingQueue:
         with self._lock:
             moved = 0
             for pod in pods:
-                uid = pod.uid
-                qpi = self._unschedulable.get(uid)
+                qpi = self._unschedulable.get(pod.uid)
                 if qpi is not None:
-                    if _waits_for_own_update(qpi):
+                    if waits_for_own_update(qpi):
                         continue
-                    del self._unschedulable[uid]
+                    self._unschedulable.remove(pod.uid)
                 else:
-                    qpi = self._backoff.remove(uid)
+                    qpi = self._backoff.remove(pod.uid)
                     if qpi is None:
                         continue
                 if self._to_active_locked(qpi, FORCE_ACTIVATE) is SubQueue.ACTIVE:
                     moved += 1
             if moved:
-                self._move_request_cycle = self._scheduling_cycle
+                self._active.note_move_request()
             return moved
 
     def take_members(self, match: Callable[[model.Pod], bool]) -> list[QueuedPodInfo]:
@@ -654,24 +469,18 @@ class SchedulingQueue:
         with self._lock:
             picked = [qpi for qpi in self._active if match(qpi.pod)]
             picked += [qpi for qpi in self._backoff if match(qpi.pod)]
-            picked += [qpi for qpi in self._unschedulable.values() if not qpi.gated and match(qpi.pod)]
-            picked.sort(key=functools.cmp_to_key(self._compare_active))
+            picked += [qpi for qpi in self._unschedulable if not qpi.gated and match(qpi.pod)]
+            picked.sort(key=functools.cmp_to_key(self._active.compare))
             for qpi in picked:
-                if self._active.remove(qpi.uid) is None and self._backoff.remove(qpi.uid) is None:
-                    del self._unschedulable[qpi.uid]
-                qpi.attempts += 1
-                if qpi.initial_attempt_timestamp is None:
-                    qpi.initial_attempt_timestamp = self._clock()
-                qpi.unschedulable_plugins = set()
-                self._in_flight[qpi.uid] = _InFlight(qpi)
+                self._remove_queued_locked(qpi.uid)
+                self._active.start_attempt(qpi)
             return picked
 
     def next_backoff_expiry(self) -> float | None:
         """When the earliest backing-off pod may move to activeQ (for offline drivers that run a
         virtual clock); None when no pod is backing off."""
         with self._lock:
-            head = self._backoff.peek()
-            return None if head is None else self.backoff_expiry(head)
+            return self._backoff.next_expiry()
 
     # -- lifecycle and introspection ------------------------------------------------------------
     def close(self) -> None:
@@ -689,7 +498,7 @@ class SchedulingQueue:
     def scheduling_cycle(self) -> int:
         """How many pods have been popped."""
         with self._lock:
-            return self._scheduling_cycle
+            return self._active.scheduling_cycle
 
     def __len__(self) -> int:
         """Queued pods (active, backoff, unschedulable); in-flight pods are not counted."""
@@ -699,7 +508,7 @@ class SchedulingQueue:
     def contains(self, uid: str) -> bool:
         """Whether the pod is queued in one of the three sub-queues (not in flight)."""
         with self._lock:
-            return uid in self._active or uid in self._backoff or uid in self._unschedulable
+            return self._contains_locked(uid)
 
     def where(self, uid: str) -> SubQueue | None:
         """Which sub-queue holds the pod, if any (GATED for a gated pod in unschedulable)."""
@@ -724,7 +533,7 @@ class SchedulingQueue:
         Counted at each call (one pass over unschedulable per scrape) rather than kept in a
         counter that every transition in and out of the map would have to maintain."""
         with self._lock:
-            gated = sum(1 for qpi in self._unschedulable.values() if qpi.gated)
+            gated = self._unschedulable.gated_count()
             return {
                 SubQueue.ACTIVE.value: len(self._active),
                 SubQueue.BACKOFF.value: len(self._backoff),
@@ -737,17 +546,19 @@ class SchedulingQueue:
         with self._lock:
             out = [(SubQueue.ACTIVE, q.pod) for q in self._active]
             out += [(SubQueue.BACKOFF, q.pod) for q in self._backoff]
-            out += [
-                (SubQueue.GATED if q.gated else SubQueue.UNSCHEDULABLE, q.pod) for q in self._unschedulable.values()
-            ]
+            out += [(SubQueue.GATED if q.gated else SubQueue.UNSCHEDULABLE, q.pod) for q in self._unschedulable]
             return out
 
     def in_flight_count(self) -> int:
         """Pods popped and not yet done."""
         with self._lock:
-            return len(self._in_flight)
+            return self._active.in_flight_count()
 
     def incoming_counts(self) -> dict[tuple[str, str], int]:
-        """Pods that entered each sub-queue, by (queue, event), since construction."""
+        """Pods that entered each sub-queue, by (queue, event), since construction (each sub-queue
+        counts its own, as upstream's sub-queues record ``scheduler_queue_incoming_pods_total``)."""
         with self._lock:
-            return dict(self._incoming)
+            counts = {(SubQueue.ACTIVE.value, e): n for e, n in self._active.incoming.items()}
+            counts |= {(SubQueue.BACKOFF.value, e): n for e, n in self._backoff.incoming.items()}
+            counts |= {(SubQueue.UNSCHEDULABLE.value, e): n for e, n in self._unschedulable.incoming.items()}
+            return counts

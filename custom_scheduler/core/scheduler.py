@@ -11,8 +11,11 @@ Threads and who owns what:
 - the preemption evictor's pool, the API writer thread (events, pod conditions), the queue's flush
   loop and the Permit timers.
 
-``simulate`` builds the same class with offline ports (:func:`offline`), so a pod goes through one
-implementation of the queue rules, the cycles and the requeue-on-event rules in every mode.
+The daemon and ``simulate`` both build it with :func:`custom_scheduler.core.assembly.assemble`
+(``simulate`` with offline ports), so a pod goes through one implementation of the queue rules,
+the cycles and the requeue-on-event rules in every mode. The queue's two questions about a pod's
+profile, its order (:meth:`Scheduler.queue_less`) and PreEnqueue (:meth:`Scheduler.pre_enqueue`),
+are answered here because the profiles live here and a config reload swaps them here.
 
 Fencing: the scheduler holds the daemon's :class:`~custom_scheduler.framework.fence.Fence`. Once the elector
 revokes it the loop pops no more pods, binding cycles still queued end without an API call when
@@ -39,6 +42,7 @@ from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import Clock, EventSink, Observer
 from custom_scheduler.framework.evictor import Evictor
 from custom_scheduler.framework.fence import Fence
+from custom_scheduler.framework.interface import QueueSortPlugin
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Code, Snapshot
 
@@ -106,6 +110,7 @@ class Scheduler:
             on_decision=on_decision,
             snapshot=snapshot,
         )
+        self._queue_sort = _queue_sort_of(profiles)
 
     # The cycle owns these; the composition root swaps profiles on a config reload.
     @property
@@ -115,6 +120,7 @@ class Scheduler:
     @profiles.setter
     def profiles(self, value: Mapping[str, Framework]) -> None:
         self.cycle.profiles = dict(value)  # one reference swap: a cycle sees the old or the new set
+        self._queue_sort = _queue_sort_of(value)
 
     @property
     def algorithm(self) -> Algorithm:
@@ -126,6 +132,14 @@ class Scheduler:
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles
+
+    def queue_less(self, a: q.QueuedPodInfo, b: q.QueuedPodInfo) -> bool:
+        """The queue's order: the QueueSort plugin of the first profile (validation makes every
+        profile enable the same one, as upstream does), read at each comparison so that a config
+        reload's plugin orders the next one. Without profiles nothing is ordered (nor queued:
+        :meth:`on_pod_add` queues only pods of a profile). Runs under the queue's lock."""
+        sort = self._queue_sort
+        return sort is not None and sort.less(a.pod, a.timestamp, b.pod, b.timestamp)
 
     def pre_enqueue(self, pod: Pod) -> str | None:
         """The queue's PreEnqueue check: the pod's profile's PreEnqueue plugins. Returns the name
@@ -206,11 +220,13 @@ class Scheduler:
 
     def on_node_update(self, old: Node, new: Node) -> None:
         self.cache.update_node(new)
-        if (old.allocatable, old.labels, old.taints, old.unschedulable) != (
+        # What a Filter reads of a node; a change elsewhere (status heartbeats, conditions) helps no pod.
+        if (old.allocatable, old.labels, old.taints, old.unschedulable, old.declared_features) != (
             new.allocatable,
             new.labels,
             new.taints,
             new.unschedulable,
+            new.declared_features,
         ):
             self.queue.move_all_to_active_or_backoff("NodeUpdate")
 
@@ -260,6 +276,10 @@ class Scheduler:
         if not ok:
             log.warning("binds_still_running_at_shutdown", timeout=timeout)
         return ok
+
+
+def _queue_sort_of(profiles: Mapping[str, Framework]) -> QueueSortPlugin | None:
+    return next(iter(profiles.values())).queue_sort if profiles else None
 
 
 def _may_need_other_pods(p: Pod) -> bool:

@@ -62,42 +62,66 @@ def _limits(csinode: Any) -> dict[str, int]:
     return {d: c or 0 for d, c in csinode.drivers.items()}
 
 
+def _pv(old: Any, new: Any) -> set[str]:
+    # VolumeZone reads only the PV's zone topology; VolumeBinding takes every PV event.
+    if old is None or pv_zone_topologies(old) != pv_zone_topologies(new):
+        return {BINDING, ZONE}
+    return {BINDING}
+
+
+def _pvc(old: Any, new: Any) -> set[str]:
+    return {BINDING, ZONE, RESTRICTIONS, LIMITS} if old is None else {BINDING, ZONE}
+
+
+def _storage_class(old: Any, new: Any) -> set[str]:
+    plugins = set()
+    if old is None or old.allowed_topologies != new.allowed_topologies:
+        plugins.add(BINDING)
+    if old is None and new.binding_mode == WAIT_FOR_FIRST_CONSUMER:
+        plugins.add(ZONE)
+    return plugins
+
+
+def _csi_node(old: Any, new: Any) -> set[str]:
+    plugins = set()
+    if old is None or old.migrated_plugins != new.migrated_plugins:
+        plugins.add(BINDING)
+    if old is None or any(c > _limits(old).get(d, 0) for d, c in _limits(new).items()):
+        plugins.add(LIMITS)  # only a driver's limit that grew frees room
+    return plugins
+
+
+def _csi_driver(old: Any, new: Any) -> set[str]:
+    return {BINDING} if old is not None and old.storage_capacity and not new.storage_capacity else set()
+
+
+def _csi_capacity(old: Any, new: Any) -> set[str]:
+    new_limit, old_limit = new.volume_limit, (old.volume_limit if old is not None else None)
+    if old is None or (new_limit is not None and (old_limit is None or new_limit > old_limit)):
+        return {BINDING}
+    return set()
+
+
+#: kind -> the plugins an add (old None) or update of that kind may help (its EventsToRegister and hints).
+_HELPED_BY: dict[str, Callable[[Any, Any], set[str]]] = {
+    fv.PV: _pv,
+    fv.PVC: _pvc,
+    fv.STORAGE_CLASS: _storage_class,
+    fv.CSI_NODE: _csi_node,
+    fv.CSI_DRIVER: _csi_driver,
+    fv.CSI_CAPACITY: _csi_capacity,
+}
+
+
 def requeue_for(kind: str, old: Any, new: Any) -> Requeue | None:
     """The queue move for a change of ``kind`` (None: nothing it could help)."""
     if new is None:
         if kind == fv.VOLUME_ATTACHMENT:
             return Requeue(f"{kind}Delete", frozenset({LIMITS}), _has_claim_volume)
         return None  # deleting any other storage object makes no pod schedulable
-    action = "Add" if old is None else "Update"
-    event = f"{kind}{action}"
-    plugins: set[str] = set()
-    check: Callable[[Pod], bool] | None = None
-    if kind == fv.PV:
-        plugins.add(BINDING)
-        if old is None or pv_zone_topologies(old) != pv_zone_topologies(new):
-            plugins.add(ZONE)
-    elif kind == fv.PVC:
-        plugins |= {BINDING, ZONE}
-        if old is None:
-            plugins |= {RESTRICTIONS, LIMITS}
-        check = _uses_claim(new.namespace, new.name)
-    elif kind == fv.STORAGE_CLASS:
-        if old is None or old.allowed_topologies != new.allowed_topologies:
-            plugins.add(BINDING)
-        if old is None and new.binding_mode == WAIT_FOR_FIRST_CONSUMER:
-            plugins.add(ZONE)
-    elif kind == fv.CSI_NODE:
-        if old is None or old.migrated_plugins != new.migrated_plugins:
-            plugins.add(BINDING)
-        if old is None or any(c > _limits(old).get(d, 0) for d, c in _limits(new).items()):
-            plugins.add(LIMITS)
-    elif kind == fv.CSI_DRIVER:
-        if old is not None and old.storage_capacity and not new.storage_capacity:
-            plugins.add(BINDING)
-    elif kind == fv.CSI_CAPACITY:
-        new_limit, old_limit = new.volume_limit, (old.volume_limit if old is not None else None)
-        if old is None or (new_limit is not None and (old_limit is None or new_limit > old_limit)):
-            plugins.add(BINDING)
+    helped = _HELPED_BY.get(kind)
+    plugins = helped(old, new) if helped is not None else set()
     if not plugins:
         return None
-    return Requeue(event, frozenset(plugins), check)
+    check = _uses_claim(new.namespace, new.name) if kind == fv.PVC else None
+    return Requeue(f"{kind}{'Add' if old is None else 'Update'}", frozenset(plugins), check)

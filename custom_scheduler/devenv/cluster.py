@@ -166,14 +166,15 @@ def finish_terminating_pods(kube: KubeClient, namespace: str) -> int:
                 kube.delete(pod_path(namespace, meta["name"]), {"gracePeriodSeconds": 0})
                 n += 1
             except api_errors.NotFound:
-                pass
+                pass  # gone already: what this emulation of kubelet was for
     return n
 
 
 def overcommitted_nodes(kube: KubeClient) -> list[str]:
     """The invariant checker of the fault tests: nodes whose bound, non-terminal pods request more
     than the node's allocatable (pods, cpu, memory, extended resources). Empty means healthy."""
-    from custom_scheduler.api.model import Resources, node_from_json, pod_from_json
+    from custom_scheduler.api.model import node_from_json, pod_from_json
+    from custom_scheduler.api.resources import Resources
 
     nodes = {n.name: n for n in (node_from_json(d) for d in kube.get(node_path()).get("items") or [])}
     used: dict[str, Resources] = {}

@@ -297,7 +297,7 @@ def run_demo(
             try:
                 kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
             except api_errors.NotFound:
-                pass
+                pass  # never created or deleted already: the cleanup's aim either way
         cluster.delete_namespace(kube, NAMESPACE)
     return result, rc
 
@@ -347,7 +347,7 @@ def main(*, keep: bool = False) -> int:
                 while True:
                     time.sleep(3600)
             except KeyboardInterrupt:
-                pass
+                pass  # Ctrl-C is how the user asks to stop: the control plane stops below
     finally:
         cp.stop()
     return 0

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from custom_scheduler.api import storage
-from custom_scheduler.core.informers import Informer
+from custom_scheduler.core.informers import Informer, store_sink
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 
@@ -32,30 +32,8 @@ log = structlog.get_logger("custom_scheduler.provisioner")
 DEFAULT_NAME = "custom-scheduler.test/provisioner"
 
 
-class _ClaimSink:
-    def __init__(self, p: Provisioner) -> None:
-        self._p = p
-
-    def on_add(self, obj: storage.PersistentVolumeClaim) -> None:
-        self._p.consider(obj)
-
-    def on_update(self, old: storage.PersistentVolumeClaim, new: storage.PersistentVolumeClaim) -> None:
-        self._p.consider(new)
-
-    def on_delete(self, obj: storage.PersistentVolumeClaim) -> None: ...
-
-
-class _VolumeSink:
-    def __init__(self, p: Provisioner) -> None:
-        self._p = p
-
-    def on_add(self, obj: storage.PersistentVolume) -> None:
-        self._p.reclaim(obj)
-
-    def on_update(self, old: storage.PersistentVolume, new: storage.PersistentVolume) -> None:
-        self._p.reclaim(new)
-
-    def on_delete(self, obj: storage.PersistentVolume) -> None: ...
+def _nothing(obj: object) -> None:
+    return None
 
 
 class Provisioner:
@@ -67,11 +45,14 @@ class Provisioner:
         self.provisioned: list[str] = []
         self._lock = threading.Lock()
         self._done: set[str] = set()  # claim UIDs already provisioned for
+        # An add or an update is looked at in its latest version; a deletion needs nothing.
+        claims = store_sink(self.consider, _nothing)
+        volumes = store_sink(self.reclaim, _nothing)
         self._claims = Informer(
-            kube, "/api/v1/persistentvolumeclaims", storage.pvc_from_json, lambda c: c.key, _ClaimSink(self), name="pvc"
+            kube, "/api/v1/persistentvolumeclaims", storage.pvc_from_json, lambda c: c.key, claims, name="pvc"
         )
         self._volumes = Informer(
-            kube, "/api/v1/persistentvolumes", storage.pv_from_json, lambda v: v.name, _VolumeSink(self), name="pv"
+            kube, "/api/v1/persistentvolumes", storage.pv_from_json, lambda v: v.name, volumes, name="pv"
         )
 
     def start(self) -> Provisioner:
@@ -151,6 +132,6 @@ class Provisioner:
         try:
             self.kube.delete(f"/api/v1/persistentvolumes/{pv.name}")
         except api_errors.NotFound:
-            pass
+            pass  # deleted already (an earlier event, or by hand): nothing left to reclaim
         except api_errors.KubeError as e:
             log.warning("reclaim_failed", pv=pv.name, error=str(e)[:200])

@@ -144,9 +144,6 @@ class DRAStore:
         alloc = claim.allocation if claim is not None else None
         self._set_devices("claim:" + key, alloc.devices if alloc is not None else frozenset())
 
-    def sink(self, kind: str) -> _Sink:
-        return _Sink(self, kind)
-
     def _notify(self, kind: str, old: Any, new: Any) -> None:
         for fn in self._listeners:
             try:
@@ -245,18 +242,3 @@ class DRAStore:
         """Keys of assumed claims and UIDs of pending allocations (tests: nothing left behind)."""
         with self._lock:
             return list(self._assumed), list(self._pending)
-
-
-class _Sink:
-    def __init__(self, store: DRAStore, kind: str) -> None:
-        self._store = store
-        self._kind = kind
-
-    def on_add(self, obj: Any) -> None:
-        self._store.put(self._kind, obj)
-
-    def on_update(self, old: Any, new: Any) -> None:
-        self._store.put(self._kind, new)
-
-    def on_delete(self, obj: Any) -> None:
-        self._store.delete(self._kind, obj)

@@ -29,7 +29,7 @@ import structlog
 import tenacity
 
 from custom_scheduler.api.model import Pod
-from custom_scheduler.framework.clusterapi import STRATEGIC_PATCH_CT, api_errors, pod_path
+from custom_scheduler.framework.clusterapi import STRATEGIC_PATCH_CT, ClusterClient, api_errors, pod_path
 from custom_scheduler.framework.fence import Fence
 
 log = structlog.get_logger("custom_scheduler.preemption")
@@ -73,7 +73,7 @@ class ApiEvictor:
 
     def __init__(
         self,
-        client: Any,
+        client: ClusterClient,
         *,
         fence: Fence,
         events: EventSink | None = None,
@@ -232,7 +232,7 @@ class NoEvictor:
         return False
 
 
-def _retrying(fn: Any, *args: Any) -> Any:
+def _retrying(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, retried briefly on transient API errors (connection, 429, 5xx)."""
     retryer = tenacity.Retrying(
         retry=tenacity.retry_if_exception(api_errors.is_retryable),

@@ -2,8 +2,9 @@
 
 :class:`GangStore` — one per process, lent to plugins through ``Handle.gangs``, for the same reason
 as the VolumeStore: a config reload builds new plugins, and what the informers saw must survive
-it. It holds the PodGroups of both APIs (fed by their informers through :meth:`GangStore.sink`)
-and an index group → member pods (fed by the pod informer through :meth:`GangStore.pod_sink`), so
+it. It holds the PodGroups of both APIs (their informers call :meth:`GangStore.put` and
+:meth:`GangStore.delete`) and an index group → member pods (the pod informer calls
+:meth:`GangStore.member_added`, ``member_updated`` and ``member_deleted``), so
 PreEnqueue's "do minCount members exist" is a dict lookup under the queue's lock, never a scan of
 every pod. Whether a member is already placed (assumed or bound) is asked of the scheduler cache
 through the ``is_placed`` callable given at construction: the cache, not the informer, knows an
@@ -33,7 +34,7 @@ import structlog
 from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Pod
 from custom_scheduler.api.podgroup import Api, PodGroup
-from custom_scheduler.framework.clusterapi import STRATEGIC_PATCH_CT, api_errors
+from custom_scheduler.framework.clusterapi import STRATEGIC_PATCH_CT, ClusterClient, api_errors
 from custom_scheduler.framework.fence import Fence
 
 log = structlog.get_logger("custom_scheduler.api.podgroup")
@@ -104,11 +105,6 @@ class GangStore:
         for g in groups:
             self.put(g)
 
-    def sink(self, kind: str) -> _GroupSink:
-        """The informer sink for PodGroups (``kind`` is the builder's; each group carries its API)."""
-        del kind
-        return _GroupSink(self)
-
     # -- feeding: members -------------------------------------------------------------------------
     def member_added(self, pod: Pod) -> None:
         if not pod.pod_group:
@@ -147,10 +143,6 @@ class GangStore:
             members.pop(pod.uid, None)
             if not members:
                 del self._members[k]
-
-    def pod_sink(self) -> _MemberSink:
-        """The pod informer's second sink (the composition root chains it after the scheduler)."""
-        return _MemberSink(self)
 
     def _notify(self, change: GangChange) -> None:
         for fn in self._listeners:
@@ -204,27 +196,6 @@ def _member_key(pod: Pod) -> tuple[Api, str]:
     return (gang.NATIVE if pod.pod_group_native else gang.CRD, f"{pod.namespace}/{pod.pod_group}")
 
 
-class _GroupSink:
-    def __init__(self, store: GangStore) -> None:
-        self._store = store
-
-    def on_add(self, obj: PodGroup) -> None:
-        self._store.put(obj)
-
-    def on_update(self, old: PodGroup, new: PodGroup) -> None:
-        self._store.put(new)
-
-    def on_delete(self, obj: PodGroup) -> None:
-        self._store.delete(obj)
-
-
-class _MemberSink:
-    def __init__(self, store: GangStore) -> None:
-        self.on_add: Callable[[Pod], None] = store.member_added
-        self.on_update: Callable[[Pod, Pod], None] = store.member_updated
-        self.on_delete: Callable[[Pod], None] = store.member_deleted
-
-
 # --- status writers ------------------------------------------------------------------------------
 
 Outcome = Literal["scheduled", "unschedulable", "error", "attempting", "refresh"]
@@ -239,7 +210,7 @@ class Writes(Protocol):
     """What the writer needs of a Handle: the API client (None offline) and the fence."""
 
     @property
-    def client(self) -> Any: ...
+    def client(self) -> ClusterClient | None: ...
 
     @property
     def fence(self) -> Fence: ...

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
@@ -32,7 +33,7 @@ class SnapshotHandle:
         snapshot: Snapshot,
         *,
         profile_name: str,
-        client: Any = None,
+        client: ClusterClient | None = None,
         namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
         default_spread_selector: Callable[[Pod], Selector | None] | None = None,
         volumes: VolumeStore | None = None,
@@ -73,7 +74,7 @@ class SnapshotHandle:
         return self.snapshot
 
     @property
-    def client(self) -> Any:
+    def client(self) -> ClusterClient | None:
         return self._client
 
     @property

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
@@ -250,8 +251,9 @@ class Handle(Protocol):
         ...
 
     @property
-    def client(self) -> Any:
-        """The :class:`custom_scheduler.kube.client.KubeClient`, or None offline (explain, simulate)."""
+    def client(self) -> ClusterClient | None:
+        """The API (the daemon's :class:`~custom_scheduler.kube.client.KubeClient`), or None offline
+        (explain, simulate, shadow mode)."""
         ...
 
     @property

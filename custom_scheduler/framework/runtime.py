@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import structlog
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.config.schema import PluginRef
-from custom_scheduler.framework import arrays
+from custom_scheduler.framework import arrays, masked_filter
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.types import (
@@ -37,6 +38,8 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.framework.waiting import WaitingPodMap
+
+log = structlog.get_logger("custom_scheduler.framework.runtime")
 
 Scores = list[int] | npt.NDArray[np.int64]
 """One plugin's scores, node-aligned: batch scorers over snapshot columns return int64 arrays."""
@@ -192,17 +195,7 @@ class Framework:
 
     # -- scheduling cycle -------------------------------------------------------------------------
     def run_pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        for p in self.pre_filter:
-            try:
-                st = p.pre_filter(state, pod, nodes)
-            except Exception as e:
-                return Status.from_exception(e, p.name)
-            if st.is_skip:
-                state.skip_filter.add(p.name)
-                continue
-            if not st.is_success:
-                return st.with_plugin(p.name)
-        return SUCCESS
+        return self._run_pre(self.pre_filter, "pre_filter", state.skip_filter, state, pod, nodes)
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         skip = state.skip_filter
@@ -239,16 +232,16 @@ class Framework:
         reordered or holds copies. With it and ``need_statuses=False`` (the daemon: a success never
         reports why other nodes were rejected), the filters that declare
         :class:`~custom_scheduler.framework.interface.FilterMaskPlugin` are evaluated for all nodes
-        at once on the snapshot's columns and only the others run per node, on the nodes the masks
-        let through. The feasible nodes and the count processed are exactly those of the per-node
-        loop, and the feasible nodes come back as :class:`~custom_scheduler.framework.arrays.NodeRows`
-        for the batch scorers; when nothing is feasible, the per-node loop runs to produce every
-        rejection reason.
+        at once on the snapshot's columns (:mod:`~custom_scheduler.framework.masked_filter`) and
+        only the others run per node, on the nodes the masks let through. The feasible nodes and
+        the count processed are exactly those of the per-node loop, and the feasible nodes come
+        back as :class:`~custom_scheduler.framework.arrays.NodeRows` for the batch scorers; when
+        nothing is feasible, the per-node loop runs to produce every rejection reason.
         """
         if snap is not None and not need_statuses and snap.arrays is not None:
             if len(nodes) != len(snap.node_list):
                 raise ValueError(f"filter_many: {len(nodes)} nodes given with a snapshot of {len(snap.node_list)}")
-            got = self._filter_vectorised(state, pod, snap, start, want)
+            got = masked_filter.filter_masked(self.filter, self._filter_masks, state, pod, snap, start, want)
             if got is not None:
                 return got
         skip = state.skip_filter
@@ -274,72 +267,6 @@ class Framework:
             except Exception as e:
                 statuses[ni.name] = Status.from_exception(e, name)
         return feasible, statuses, processed
-
-    def _filter_vectorised(
-        self, state: CycleState, pod: Pod, snap: Snapshot, start: int, want: int
-    ) -> tuple[list[NodeInfo], dict[str, Status], int] | None:
-        """The masked part of :meth:`filter_many`, or None to take the per-node loop.
-
-        A NodeInfo without its Node gets an error or a reason from each filter, which only the
-        per-node loop gives: with such a row the snapshot is not masked (plugins' masks may then
-        assume every row has a Node)."""
-        if snap.arrays.missing.any():
-            return None
-        skip = state.skip_filter
-        masks = self._filter_masks
-        mask: arrays.Mask | None = None
-        rest: list[fi.FilterPlugin] = []
-        for p in self.filter:
-            if p.name in skip:
-                continue
-            fm = masks.get(p.name)
-            try:
-                m = fm.filter_mask(state, pod, snap) if fm is not None else None
-            except Exception:
-                return None  # the per-node loop reports the error with its node
-            if m is None:
-                rest.append(p)
-            elif m is False:
-                mask = np.zeros(len(snap.node_list), dtype=np.bool_)
-            elif m is not True:
-                mask = m if mask is None else mask & m
-        if mask is None:
-            return None  # nothing vectorised: the per-node loop is as fast
-        n = len(snap.node_list)
-        idx = np.flatnonzero(mask)
-        if start:
-            k = int(np.searchsorted(idx, start))
-            idx = np.concatenate((idx[k:], idx[:k]))
-        node_list = snap.node_list
-        feasible: list[NodeInfo] = []
-        rows: list[int] = []
-        last = -1
-        if rest:
-            success = Code.SUCCESS
-            fns = [p.filter for p in rest]
-            for i in idx.tolist():
-                ni = node_list[i]
-                try:
-                    for fn in fns:
-                        if fn(state, pod, ni).code is not success:
-                            break
-                    else:
-                        feasible.append(ni)
-                        rows.append(i)
-                        if len(feasible) >= want:
-                            last = i
-                            break
-                except Exception:
-                    return None
-        else:
-            rows = idx[:want].tolist()
-            feasible = [node_list[i] for i in rows]
-            if len(rows) >= want:
-                last = rows[-1]
-        if not feasible:
-            return None  # every node rejected: the per-node loop gives each one's reason
-        processed = (last - start) % n + 1 if last >= 0 else n
-        return arrays.NodeRows(feasible, snap.arrays, rows), {}, processed
 
     def run_filter_with_nominated(
         self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod]
@@ -376,13 +303,27 @@ class Framework:
         return last
 
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        for p in self.pre_score:
+        return self._run_pre(self.pre_score, "pre_score", state.skip_score, state, pod, nodes)
+
+    @staticmethod
+    def _run_pre(
+        plugins: Sequence[Any],
+        method: str,
+        skipped: set[str],
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+    ) -> Status:
+        """PreFilter and PreScore: in order, stop at the first non-success (exceptions become
+        ERROR statuses stamped with the plugin's name); a plugin answering SKIP goes into
+        ``skipped`` (``state.skip_filter``/``skip_score``), so Filter or Score passes it by."""
+        for p in plugins:
             try:
-                st = p.pre_score(state, pod, nodes)
+                st: Status = getattr(p, method)(state, pod, nodes)
             except Exception as e:
                 return Status.from_exception(e, p.name)
             if st.is_skip:
-                state.skip_score.add(p.name)
+                skipped.add(p.name)
                 continue
             if not st.is_success:
                 return st.with_plugin(p.name)
@@ -488,11 +429,14 @@ class Framework:
         return self._run_until_failure(self.reserve, "reserve", state, pod, node_name)
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order. Unreserve has no result (nor has
+        upstream's): a plugin that raises is logged and the others still run, so that one
+        plugin's bug does not keep the others' reservations."""
         for p in reversed(self.reserve):
             try:
                 p.unreserve(state, pod, node_name)
-            except Exception:
-                pass
+            except Exception as e:
+                _log_plugin_failure("Unreserve", p.name, pod, node_name, e)
 
     @functools.cached_property
     def pod_group(self) -> fi.PodGroupPlugin | None:
@@ -571,8 +515,24 @@ class Framework:
         return BindResult(BindOutcome.ERROR, Status.as_error("no bind plugin bound the pod"))
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Every PostBind plugin, in order. The pod is bound whatever they do (PostBind is
+        informational, as upstream's): a plugin that raises is logged and the others still run."""
         for p in self.post_bind:
             try:
                 p.post_bind(state, pod, node_name)
-            except Exception:
-                pass
+            except Exception as e:
+                _log_plugin_failure("PostBind", p.name, pod, node_name, e)
+
+
+def _log_plugin_failure(extension_point: str, plugin: str, pod: Pod, node_name: str, error: Exception) -> None:
+    """A plugin raised at an extension point that has no result to carry the error: log it with
+    its traceback (it is a plugin bug) instead of ending the others' turn."""
+    log.error(
+        "plugin_failed",
+        extension_point=extension_point,
+        plugin=plugin,
+        pod=pod.key,
+        node=node_name,
+        error=f"{type(error).__name__}: {error}"[:300],
+        exc_info=error,
+    )

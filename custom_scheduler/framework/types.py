@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from custom_scheduler.api.model import Node, Pod, Resources
+from custom_scheduler.api.model import Node, Pod
+from custom_scheduler.api.resources import Resources
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

@@ -146,10 +146,6 @@ class VolumeStore:
             self._poke_locked()
         self._notify(kind, old if old is not None else obj, None)
 
-    def sink(self, kind: str) -> _Sink:
-        """An informer sink that feeds objects of ``kind`` into this store."""
-        return _Sink(self, kind)
-
     def _notify(self, kind: str, old: Any, new: Any) -> None:
         for fn in self._listeners:
             try:
@@ -360,20 +356,3 @@ class VolumeStore:
     def load(self, kind: str, objs: Iterable[Any]) -> None:
         for o in objs:
             self.put(kind, o)
-
-
-class _Sink:
-    """Adapts the store to the informer Sink protocol for one kind."""
-
-    def __init__(self, store: VolumeStore, kind: str) -> None:
-        self._store = store
-        self._kind = kind
-
-    def on_add(self, obj: Any) -> None:
-        self._store.put(self._kind, obj)
-
-    def on_update(self, old: Any, new: Any) -> None:
-        self._store.put(self._kind, new)
-
-    def on_delete(self, obj: Any) -> None:
-        self._store.delete(self._kind, obj)

@@ -198,25 +198,42 @@ class KubeClient:
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             content_type = content_type or JSON_CT
+        resp = self._send(method, path, query, data, content_type, timeout, preload=True)
+        if 200 <= resp.status < 300:
+            return bytes(resp.data)
+        self._failed(resp.status)
+        raise api_errors.ApiError.from_response(resp.status, resp.data, resp.headers)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        data: bytes | None,
+        content_type: str | None,
+        timeout: tuple[float, float],
+        *,
+        preload: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        """One request on the pool, no retries; a connection-level failure raises TransportError."""
         try:
-            resp = self._pool.request(
+            return self._pool.request(
                 method,
                 self.url(path, query),
                 body=data,
                 headers=self._headers(content_type),
                 timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
                 retries=False,
-                preload_content=True,
+                preload_content=preload,
             )
         except urllib3.exceptions.HTTPError as e:
             raise api_errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
         except OSError as e:
             raise api_errors.TransportError(f"{method} {path}: {e}") from e
-        if 200 <= resp.status < 300:
-            return bytes(resp.data)
-        if resp.status == 401:
+
+    def _failed(self, status: int) -> None:
+        if status == 401:
             self._auth = (-1e18, "")  # a rotated token: read it again on the next request
-        raise api_errors.ApiError.from_response(resp.status, resp.data, resp.headers)
 
     def request(self, method: str, path: str, **kw: Any) -> Any:
         """:meth:`request_raw`, with the answer parsed as JSON."""
@@ -252,23 +269,10 @@ class KubeClient:
         ``on_open`` receives the urllib3 response once headers arrive, so the owner can close it
         from another thread to stop the stream.
         """
-        try:
-            resp = self._pool.request(
-                "GET",
-                self.url(path, query),
-                headers=self._headers(None),
-                timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
-                retries=False,
-                preload_content=False,
-            )
-        except urllib3.exceptions.HTTPError as e:
-            raise api_errors.TransportError(f"GET {path}: {type(e).__name__}: {e}") from e
-        except OSError as e:
-            raise api_errors.TransportError(f"GET {path}: {e}") from e
+        resp = self._send("GET", path, query, None, None, (connect_timeout, read_timeout), preload=False)
         try:
             if not 200 <= resp.status < 300:
-                if resp.status == 401:
-                    self._auth = (-1e18, "")
+                self._failed(resp.status)
                 raise api_errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
             if on_open is not None:
                 on_open(resp)

@@ -80,7 +80,7 @@ class Reflector:
             try:
                 resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
             except Exception:
-                pass
+                pass  # closed already, or the reader closed it meanwhile: it sees _stop and ends anyway
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

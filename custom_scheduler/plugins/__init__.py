@@ -26,6 +26,7 @@ from custom_scheduler.plugins import (
     inter_pod_affinity,
     load_aware,
     node_affinity,
+    node_declared_features,
     node_name,
     node_pools,
     node_ports,
@@ -70,6 +71,7 @@ IN_TREE_SPECS: list[PluginSpec] = [
     node_pools.SPEC,
     load_aware.SPEC,
     gang_scheduling.SPEC,
+    node_declared_features.SPEC,
 ]
 
 

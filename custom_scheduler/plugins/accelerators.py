@@ -13,18 +13,18 @@ yet.
 **Which pods are accelerator pods.** Pods that request (> 0) any of the configured resources.
 
 **DRA devices** (resource.k8s.io/v1; read from the DRAStore through ``Handle.dra``, so assumed and
-in-flight allocations count). A device is an *accelerator device* when its ResourceSlice's driver
-matches ``draDrivers`` (default ``["gpu.*"]``: the GPU drivers' naming convention,
-``gpu.nvidia.com``, ``gpu.amd.com``, ``gpu.intel.com``; an entry is a driver name, or a prefix
-ending in ``*``; ``[]`` ignores DRA). A node that has accelerator devices *published for it*
-(``spec.nodeName``) is an accelerator node; devices reachable through ``allNodes`` or a
-``nodeSelector`` (network-attached) do not mark a node, since every node could use them. A pod is an
-accelerator pod when one of its ResourceClaims is allocated an accelerator device, or requests a
-*accelerator DeviceClass*: a class whose name matches ``draDeviceClasses`` or ``draDrivers``
-(vendors name the class after the driver), or one of whose CEL selectors compares ``device.driver``
-with a matching driver name (``device.driver == "gpu.example.com"``, how classes are written).
-Claims are looked up, not evaluated: a pod whose claims do not exist yet is gated by
-DynamicResources anyway.
+in-flight allocations count; the rule is :mod:`custom_scheduler.plugins.dra_accelerators`). A device
+is an *accelerator device* when its ResourceSlice's driver matches ``draDrivers`` (default
+``["gpu.*"]``: the GPU drivers' naming convention, ``gpu.nvidia.com``, ``gpu.amd.com``,
+``gpu.intel.com``; an entry is a driver name, or a prefix ending in ``*``; ``[]`` ignores DRA). A
+node that has accelerator devices *published for it* (``spec.nodeName``) is an accelerator node;
+devices reachable through ``allNodes`` or a ``nodeSelector`` (network-attached) do not mark a node,
+since every node could use them. A pod is an accelerator pod when one of its ResourceClaims is
+allocated an accelerator device, or requests a *accelerator DeviceClass*: a class whose name matches
+``draDeviceClasses`` or ``draDrivers`` (vendors name the class after the driver), or one of whose
+CEL selectors compares ``device.driver`` with a matching driver name (``device.driver ==
+"gpu.example.com"``, how classes are written). Claims are looked up, not evaluated: a pod whose
+claims do not exist yet is gated by DynamicResources anyway.
 
 **Filter** (``mode: Filter``, the default). An accelerator node rejects a pod that requests none of
 the accelerator resources with ``node(s) are reserved for accelerator workloads``. The status is
@@ -65,8 +65,7 @@ plugin adds the matching toleration to pods that request the GPU resource (see d
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -86,6 +85,7 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.plugins import args_reader
+from custom_scheduler.plugins.dra_accelerators import DRAAccelerators, dra_packing_score
 from custom_scheduler.plugins.node_resources_balanced_allocation import balanced_resource_score
 
 NAME = "AcceleratorIsolation"
@@ -97,8 +97,6 @@ MODES = (MODE_FILTER, MODE_SCORE)
 DEFAULT_RESOURCES: tuple[str, ...] = ("nvidia.com/gpu",)
 DEFAULT_DRA_DRIVERS: tuple[str, ...] = ("gpu.*",)
 """DRA GPU drivers are named ``gpu.<vendor domain>`` (NVIDIA's, AMD's, Intel's, the examples')."""
-DRA_ALL = 1 << 30
-"""Requested device count standing for ``allocationMode: All`` (every device: the node fills up)."""
 DEFAULT_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_MEMORY_LABEL = "nvidia.com/gpu.memory"
 DEFAULT_PACKING_WEIGHT = 3
@@ -201,27 +199,8 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> AcceleratorIsolation
     """
     r = args_reader.ArgsReader(path)
     doc = r.mapping(raw, path, fields=_FIELDS, kind="AcceleratorIsolationArgs")
-    resources = r.strings(doc, "resources", path) if doc.get("resources") is not None else DEFAULT_RESOURCES
-    if not resources:
-        r.error(f"{path}.resources", "must name at least one accelerator resource")
-    seen: set[str] = set()
-    for i, name in enumerate(resources):
-        if name in seen:
-            r.error(f"{path}.resources[{i}]", f'Duplicate value: "{name}"')
-        seen.add(name)
-        for msg in args_reader.qualified_name_errors(name):
-            r.error(f"{path}.resources[{i}]", msg)
-        if "/" not in name:
-            r.error(f"{path}.resources[{i}]", "must be an extended resource name (domain/name, e.g. nvidia.com/gpu)")
-    node_labels: list[LabelMatch] = []
-    for i, item in enumerate(r.strings(doc, "nodeLabels", path)):
-        key, sep, value = item.partition("=")
-        for msg in args_reader.qualified_name_errors(key):
-            r.error(f"{path}.nodeLabels[{i}]", f"label key {msg}")
-        if sep:
-            for msg in args_reader.label_value_errors(value):
-                r.error(f"{path}.nodeLabels[{i}]", f"label value {msg}")
-        node_labels.append(LabelMatch(key, value if sep else None))
+    resources = _resources(r, doc, path)
+    node_labels = _node_labels(r, doc, path)
     mode = r.string(doc, "mode", path, MODE_FILTER)
     if mode not in MODES:
         r.error(f"{path}.mode", f'Unsupported value: "{mode}": supported values: "Filter", "Score"')
@@ -240,10 +219,7 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> AcceleratorIsolation
     dra_drivers = r.strings(doc, "draDrivers", path) if doc.get("draDrivers") is not None else DEFAULT_DRA_DRIVERS
     dra_classes = r.strings(doc, "draDeviceClasses", path)
     for key, patterns in (("draDrivers", dra_drivers), ("draDeviceClasses", dra_classes)):
-        for i, pattern in enumerate(patterns):
-            stem = pattern[:-1] if pattern.endswith("*") else pattern
-            if not stem or "*" in stem:
-                r.error(f"{path}.{key}[{i}]", 'must be a name or a prefix ending in "*" (e.g. "gpu.*")')
+        _check_patterns(r, f"{path}.{key}", patterns)
     r.raise_errors()
     return AcceleratorIsolationArgs(
         tuple(resources),
@@ -256,6 +232,45 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> AcceleratorIsolation
         tuple(dra_drivers),
         tuple(dra_classes),
     )
+
+
+def _resources(r: args_reader.ArgsReader, doc: Mapping[str, Any], path: str) -> Sequence[str]:
+    """``resources``: extended resource names (domain/name), no duplicates; the default if unset."""
+    resources = r.strings(doc, "resources", path) if doc.get("resources") is not None else DEFAULT_RESOURCES
+    if not resources:
+        r.error(f"{path}.resources", "must name at least one accelerator resource")
+    seen: set[str] = set()
+    for i, name in enumerate(resources):
+        if name in seen:
+            r.error(f"{path}.resources[{i}]", f'Duplicate value: "{name}"')
+        seen.add(name)
+        for msg in args_reader.qualified_name_errors(name):
+            r.error(f"{path}.resources[{i}]", msg)
+        if "/" not in name:
+            r.error(f"{path}.resources[{i}]", "must be an extended resource name (domain/name, e.g. nvidia.com/gpu)")
+    return resources
+
+
+def _node_labels(r: args_reader.ArgsReader, doc: Mapping[str, Any], path: str) -> list[LabelMatch]:
+    """``nodeLabels``: ``key`` or ``key=value``, each a valid label key (and value)."""
+    node_labels: list[LabelMatch] = []
+    for i, item in enumerate(r.strings(doc, "nodeLabels", path)):
+        key, sep, value = item.partition("=")
+        for msg in args_reader.qualified_name_errors(key):
+            r.error(f"{path}.nodeLabels[{i}]", f"label key {msg}")
+        if sep:
+            for msg in args_reader.label_value_errors(value):
+                r.error(f"{path}.nodeLabels[{i}]", f"label value {msg}")
+        node_labels.append(LabelMatch(key, value if sep else None))
+    return node_labels
+
+
+def _check_patterns(r: args_reader.ArgsReader, path: str, patterns: Sequence[str]) -> None:
+    """``draDrivers``/``draDeviceClasses``: names, or prefixes ending in one ``*``."""
+    for i, pattern in enumerate(patterns):
+        stem = pattern[:-1] if pattern.endswith("*") else pattern
+        if not stem or "*" in stem:
+            r.error(f"{path}[{i}]", 'must be a name or a prefix ending in "*" (e.g. "gpu.*")')
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -308,97 +323,6 @@ def parse_min_memory_mib(value: str) -> int:
     if n < 0:
         raise ValueError("must not be negative")
     return -(-n // MIB)
-
-
-def name_matches(name: str, patterns: Iterable[str]) -> bool:
-    """Whether ``name`` equals one of ``patterns`` or starts with one's stem (a trailing ``*``)."""
-    for pattern in patterns:
-        if pattern.endswith("*"):
-            if name.startswith(pattern[:-1]):
-                return True
-        elif name == pattern:
-            return True
-    return False
-
-
-_DRIVER_EQ = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*device\.driver""")
-
-
-class DRAAccelerators:
-    """Which DRA drivers and DeviceClasses are accelerators (the ``draDrivers`` and
-    ``draDeviceClasses`` rule), with the per-class verdict cached by resourceVersion: a class is
-    looked at once, not once per pod and cycle."""
-
-    def __init__(self, drivers: Sequence[str], classes: Sequence[str] = ()) -> None:
-        self.drivers = tuple(drivers)
-        self.classes = tuple(classes)
-        self._driver_cache: dict[str, bool] = {}
-        self._class_cache: dict[tuple[str, str], bool] = {}
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.drivers or self.classes)
-
-    def driver(self, name: str) -> bool:
-        got = self._driver_cache.get(name)
-        if got is None:
-            got = self._driver_cache[name] = name_matches(name, self.drivers)
-        return got
-
-    def device_class(self, cls: dra.DeviceClass) -> bool:
-        key = (cls.name, cls.resource_version)
-        got = self._class_cache.get(key)
-        if got is None:
-            got = name_matches(cls.name, self.classes) or name_matches(cls.name, self.drivers)
-            if not got:
-                found = (m.group(1) or m.group(2) for e in cls.selectors for m in _DRIVER_EQ.finditer(e))
-                got = any(self.driver(d) for d in found)
-            if len(self._class_cache) > 10_000:
-                self._class_cache.clear()
-            self._class_cache[key] = got
-        return got
-
-    def node_devices(self, store: DRAStore, node_name: str) -> list[dra.DeviceID]:
-        """The accelerator devices published for this node itself (``spec.nodeName`` slices, newest
-        pool generation); network-attached devices do not make a node an accelerator node."""
-        if not self.drivers:
-            return []
-        mine = [s for s in store.slices_for(node_name) if s.node_name == node_name and self.driver(s.driver)]
-        if not mine:
-            return []
-        return [c.id for c in dra.candidates_for_node(mine, node_name, {})]
-
-    def pod_request(self, pod: Pod, store: DRAStore) -> int | None:
-        """Accelerator devices the pod's claims still need to be allocated (``DRA_ALL`` for
-        ``allocationMode: All``; 0 when its accelerator claims are allocated already), or None
-        when no claim of the pod is for accelerators. Per request, the first alternative that
-        uses an accelerator class counts: the allocator tries alternatives in order."""
-        if not pod.resource_claims or not self.enabled:
-            return None
-        found = False
-        count = 0
-        for rc in pod.resource_claims:
-            claim = store.get_claim(pod.namespace, rc.claim) if rc.claim else None
-            if claim is None:
-                continue
-            if claim.allocation is not None:
-                found = found or any(self.driver(r.driver) for r in claim.allocation.results)
-                continue
-            for dr in claim.requests:
-                for alt in dr.alternatives:
-                    cls = store.device_class(alt.device_class)
-                    if cls is not None and self.device_class(cls):
-                        found = True
-                        count += DRA_ALL if alt.mode == dra.ALL else alt.count
-                        break
-        return min(count, DRA_ALL) if found else None
-
-
-def dra_packing_score(requested: int, used: int, total: int) -> int:
-    """Most-allocated over a node's accelerator devices with the pod's devices placed."""
-    if total <= 0:
-        return MIN_NODE_SCORE
-    return min(used + requested, total) * MAX_NODE_SCORE // total
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,14 @@ _DNS1123_SUBDOMAIN_MAX = 253
 _QUALIFIED_NAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
 
 
 def qualified_name_errors(value: str) -> list[str]:
@@ -59,27 +67,21 @@ def qualified_name_errors(value: str) -> list[str]:
 
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    if len(value) > _DNS1123_SUBDOMAIN_MAX:
-        errs.append(f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters")
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return errs
+    return _format_errors(value, _DNS1123_SUBDOMAIN_MAX, _DNS1123_SUBDOMAIN_RE, _DNS1123_SUBDOMAIN_MSG)
 
 
 def label_value_errors(value: str) -> list[str]:
     """Problems with ``value`` as a label value; empty when valid (the empty string is valid)."""
+    return _format_errors(value, _LABEL_VALUE_MAX, _LABEL_VALUE_RE, _LABEL_VALUE_MSG)
+
+
+def _format_errors(value: str, max_len: int, pattern: re.Pattern[str], message: str) -> list[str]:
+    """Upstream's two checks of a name's format: its length, then its characters."""
     errs: list[str] = []
-    if len(value) > _LABEL_VALUE_MAX:
-        errs.append(f"must be no more than {_LABEL_VALUE_MAX} characters")
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
+    if len(value) > max_len:
+        errs.append(f"must be no more than {max_len} characters")
+    if not pattern.match(value):
+        errs.append(message)
     return errs
 
 
@@ -146,6 +148,17 @@ class ArgsReader:
             self.error(f"{path}.{key}", f"must be a list, got {_type_name(value)}")
             return []
         return list(value)
+
+    def entries(self, doc: Mapping[str, Any], key: str, path: str, of: str) -> list[tuple[str, Any, str]]:
+        """A map field as (name, value, the entry's path) items (absent or null means none);
+        ``of`` completes the error ``must be an object of ...`` when the field is not a map."""
+        value = doc.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, Mapping):
+            self.error(f"{path}.{key}", f"must be an object of {of}")
+            return []
+        return [(str(name), item, f"{path}.{key}.{name}") for name, item in value.items()]
 
     def strings(self, doc: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
         out: list[str] = []

@@ -69,6 +69,9 @@ class DefaultBinder:
 
     def bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
         client = self.handle.client
+        if client is None:
+            # Offline handles have no client; the framework never binds there (an error, not a crash).
+            return BindResult(BindOutcome.ERROR, Status(Code.ERROR, ("no API client to bind pods",), NAME))
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

@@ -149,36 +149,32 @@ def _matching(
     candidates: Sequence[Candidate],
     cels: CELCache,
 ) -> list[Candidate]:
+    """The candidates that pass the request's class selectors, then its own, in order."""
     cls = classes(req.device_class)
     if cls is None:
         raise AllocationError(
             f"claim {_claim_ref(claim)}, request {req.name}: could not retrieve device class {req.device_class}: "
             f'deviceclass.resource.k8s.io "{req.device_class}" not found'
         )
-    out = []
-    for c in candidates:
-        ok = True
-        for i, expr in enumerate(cls.selectors):
-            try:
-                if not cels.matches(expr, c.device):
-                    ok = False
-                    break
-            except CELError as e:
-                where = "" if str(e).startswith("compile") else f" on device {device_id_str(c.id)}"
-                raise AllocationError(f"class {cls.name}: selector #{i}{where}: CEL {e}") from None
-        if not ok:
-            continue
-        for i, expr in enumerate(req.selectors):
-            try:
-                if not cels.matches(expr, c.device):
-                    ok = False
-                    break
-            except CELError as e:
-                where = "" if str(e).startswith("compile") else f" on device {device_id_str(c.id)}"
-                raise AllocationError(f"claim {_claim_ref(claim)}: selector #{i}{where}: CEL {e}") from None
-        if ok:
-            out.append(c)
-    return out
+    of_class, of_claim = f"class {cls.name}", f"claim {_claim_ref(claim)}"
+    return [
+        c
+        for c in candidates
+        if _selected(cls.selectors, c, cels, of_class) and _selected(req.selectors, c, cels, of_claim)
+    ]
+
+
+def _selected(selectors: Sequence[str], c: Candidate, cels: CELCache, owner: str) -> bool:
+    """Whether every one of ``owner``'s selectors accepts the device; a CEL error is an
+    AllocationError with upstream's message (``class gpu: selector #0 on device ...: CEL ...``)."""
+    for i, expr in enumerate(selectors):
+        try:
+            if not cels.matches(expr, c.device):
+                return False
+        except CELError as e:
+            where = "" if str(e).startswith("compile") else f" on device {device_id_str(c.id)}"
+            raise AllocationError(f"{owner}: selector #{i}{where}: CEL {e}") from None
+    return True
 
 
 def _applies(constraint: Constraint, request_name: str) -> bool:
@@ -189,6 +185,12 @@ def _applies(constraint: Constraint, request_name: str) -> bool:
 
 
 _UNSET = object()
+
+Options = list[list[list[list[Candidate]]]]
+"""Per claim, per request, per alternative: the devices it may take (selectors evaluated once)."""
+
+Picks = list[tuple[str, Candidate]]
+"""One claim's choice: (request or subrequest name, device), in request order."""
 
 
 def allocate(
@@ -211,9 +213,28 @@ def allocate(
                 for alt in dr.alternatives:
                     _matching(claim, alt, classes, (), cels)
         return None
+    options = _options(claims, candidates, in_use, classes, cels)
+    if len(claims) == 1 and len(claims[0].requests) == 1 and not claims[0].constraints:
+        only = claims[0].requests[0]
+        if len(only.alternatives) == 1:
+            return _take_first(only.alternatives[0], options[0][0][0], node_name, max_steps)
+    chosen = _Search(claims, options, max_steps).run()
+    if chosen is None:
+        return None
+    return [_allocation(picks, node_name) for picks in chosen]
+
+
+def _options(
+    claims: Sequence[ResourceClaim],
+    candidates: Sequence[Candidate],
+    in_use: Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID],
+    classes: Callable[[str], DeviceClass | None],
+    cels: CELCache,
+) -> Options:
+    """What each alternative of each request may take: the free devices its selectors accept;
+    for ``allocationMode: All``, every device they accept, or none if one of those is in use."""
     free = [c for c in candidates if c.id not in in_use]
-    # Per claim, per request, per alternative: the devices it may take (selectors evaluated once).
-    options: list[list[list[list[Candidate]]]] = []
+    options: Options = []
     for claim in claims:
         per_req = []
         for dr in claim.requests:
@@ -227,79 +248,87 @@ def allocate(
                     per_alt.append(_matching(claim, alt, classes, free, cels))
             per_req.append(per_alt)
         options.append(per_req)
+    return options
 
-    if len(claims) == 1 and len(claims[0].requests) == 1 and not claims[0].constraints:
-        only = claims[0].requests[0]
-        if len(only.alternatives) == 1:
-            # The common shape (one claim, one ``exactly`` request, no constraints): the search
-            # below would take the first ``need`` matching devices in order, one step each, with
-            # nothing to backtrack over; take them directly.
-            alt, opts = only.alternatives[0], options[0][0][0]
-            need = len(opts) if alt.mode == ALL else alt.count
-            if need == 0 or len(opts) < need or need > max_steps:
-                return None
-            picked = opts[:need]
-            results = tuple(DeviceResult(alt.name, c.id[0], c.id[1], c.id[2]) for c in picked)
-            return [Allocation(results, _node_selector([c.slice for c in picked], node_name))]
 
-    used: set[DeviceID] = set()
-    chosen: list[list[tuple[str, Candidate]]] = [[] for _ in claims]
-    steps = 0
+def _take_first(alt: Request, opts: list[Candidate], node_name: str, max_steps: int) -> list[Allocation] | None:
+    """The common shape (one claim, one request with one alternative, no constraints): the search
+    would take the first ``need`` matching devices in order, one step each, with nothing to
+    backtrack over; take them directly."""
+    need = len(opts) if alt.mode == ALL else alt.count
+    if need == 0 or len(opts) < need or need > max_steps:
+        return None
+    return [_allocation([(alt.name, c) for c in opts[:need]], node_name)]
 
-    def constraint_ok(ci: int, req_name: str, cand: Candidate) -> bool:
-        for con in claims[ci].constraints:
+
+def _allocation(picks: Picks, node_name: str) -> Allocation:
+    results = tuple(DeviceResult(rn, c.id[0], c.id[1], c.id[2]) for rn, c in picks)
+    return Allocation(results, _node_selector([c.slice for _, c in picks], node_name))
+
+
+class _Search:
+    """Upstream's backtracking search: claims in order, each request in order, the first
+    alternative (``firstAvailable`` subrequest) that can be filled, its ``need`` devices picked
+    in candidate order, never one device twice, each pick checked against the claim's
+    ``matchAttribute`` constraints; a dead end undoes the latest pick. ``max_steps`` bounds the
+    picks tried (a pathological node is then "does not fit", not a stalled cycle)."""
+
+    def __init__(self, claims: Sequence[ResourceClaim], options: Options, max_steps: int) -> None:
+        self.claims = claims
+        self.options = options
+        self.max_steps = max_steps
+        self.used: set[DeviceID] = set()
+        self.chosen: list[Picks] = [[] for _ in claims]
+        self.steps = 0
+
+    def run(self) -> list[Picks] | None:
+        return self.chosen if self._fill(0, 0) else None
+
+    def _constraint_ok(self, ci: int, req_name: str, cand: Candidate) -> bool:
+        for con in self.claims[ci].constraints:
             if not _applies(con, req_name):
                 continue
             val = cand.device.attributes.get(con.match_attribute, _UNSET)
             if val is _UNSET:
                 return False
-            for rn, prev in chosen[ci]:
+            for rn, prev in self.chosen[ci]:
                 if _applies(con, rn) and prev.device.attributes.get(con.match_attribute, _UNSET) != val:
                     return False
         return True
 
-    def fill(ci: int, ri: int) -> bool:
-        nonlocal steps
-        if ci == len(claims):
+    def _fill(self, ci: int, ri: int) -> bool:
+        """Fill request ``ri`` of claim ``ci`` and everything after it."""
+        if ci == len(self.claims):
             return True
-        if ri == len(claims[ci].requests):
-            return fill(ci + 1, 0)
-        dr = claims[ci].requests[ri]
-        for ai, alt in enumerate(dr.alternatives):
-            opts = options[ci][ri][ai]
+        if ri == len(self.claims[ci].requests):
+            return self._fill(ci + 1, 0)
+        for ai, alt in enumerate(self.claims[ci].requests[ri].alternatives):
+            opts = self.options[ci][ri][ai]
             need = len(opts) if alt.mode == ALL else alt.count
             if need == 0 or len(opts) < need:
                 continue
-            if pick(ci, ri, alt, opts, need, 0):
+            if self._pick(ci, ri, alt, opts, need, 0):
                 return True
         return False
 
-    def pick(ci: int, ri: int, alt: Request, opts: list[Candidate], need: int, start: int) -> bool:
-        nonlocal steps
+    def _pick(self, ci: int, ri: int, alt: Request, opts: list[Candidate], need: int, start: int) -> bool:
+        """Pick ``need`` more devices for ``alt`` from ``opts[start:]``, then go on to the next request."""
         if need == 0:
-            return fill(ci, ri + 1)
+            return self._fill(ci, ri + 1)
         for i in range(start, len(opts) - need + 1):
-            steps += 1
-            if steps > max_steps:
+            self.steps += 1
+            if self.steps > self.max_steps:
                 return False
             cand = opts[i]
-            if cand.id in used or not constraint_ok(ci, alt.name, cand):
+            if cand.id in self.used or not self._constraint_ok(ci, alt.name, cand):
                 continue
-            used.add(cand.id)
-            chosen[ci].append((alt.name, cand))
-            if pick(ci, ri, alt, opts, need - 1, i + 1):
+            self.used.add(cand.id)
+            self.chosen[ci].append((alt.name, cand))
+            if self._pick(ci, ri, alt, opts, need - 1, i + 1):
                 return True
-            chosen[ci].pop()
-            used.discard(cand.id)
+            self.chosen[ci].pop()
+            self.used.discard(cand.id)
         return False
-
-    if not fill(0, 0):
-        return None
-    out = []
-    for picks in chosen:
-        results = tuple(DeviceResult(rn, c.id[0], c.id[1], c.id[2]) for rn, c in picks)
-        out.append(Allocation(results, _node_selector([c.slice for _, c in picks], node_name)))
-    return out
 
 
 def _node_selector(slices: Sequence[ResourceSlice], node_name: str) -> dict[str, Any] | None:

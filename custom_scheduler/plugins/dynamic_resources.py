@@ -36,13 +36,14 @@ creates and records in ``status.resourceClaimStatuses``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from custom_scheduler.api import dra
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
+from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.clusterapi import api_errors as kerr
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import Handle
@@ -330,7 +331,7 @@ class DynamicResources:
         return SUCCESS
 
     def _bind_claim(
-        self, client: Any, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
+        self, client: ClusterClient, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
     ) -> dra.ResourceClaim:
         """``bindClaim``: finalizer (with an allocation), then allocation + reservedFor, retried on
         conflicts with a fresh read; returns the claim as the API server stored it."""
@@ -349,35 +350,21 @@ class DynamicResources:
                     if claim.allocation is not None:
                         raise RuntimeError(f"claim {claim.key} got allocated elsewhere in the meantime")
                     if dra.FINALIZER not in claim.finalizers:
-                        raw = copy.deepcopy(claim.raw)
-                        meta = raw.setdefault("metadata", {})
-                        meta["finalizers"] = [*(meta.get("finalizers") or ()), dra.FINALIZER]
-                        try:
-                            claim = dra.resource_claim_from_json(client.put(_claim_path(claim), raw))
-                        except kerr.Conflict:
-                            raise
-                        except Exception as e:
-                            raise RuntimeError(f"add finalizer to claim {claim.key}: {e}") from e
+                        claim = _add_finalizer(client, claim)
                 if claim.reserved_for_pod(consumer.uid) and (alloc is None or claim.allocation is not None):
                     return claim
-                raw = copy.deepcopy(claim.raw)
-                status = raw.setdefault("status", {})
-                if alloc is not None:
-                    status["allocation"] = alloc.to_json()
-                status["reservedFor"] = [*(status.get("reservedFor") or ()), consumer.to_json()]
-                try:
-                    return dra.resource_claim_from_json(client.put(_claim_path(claim, status=True), raw))
-                except kerr.Conflict:
-                    raise
-                except Exception as e:
-                    what = "allocation and reservation" if alloc is not None else "reservation"
-                    raise RuntimeError(f"add {what} to claim {claim.key}: {e}") from e
+                return _add_reservation(client, claim, alloc, consumer)
             except kerr.Conflict:
                 if attempt == CONFLICT_RETRIES - 1:
                     raise
         raise RuntimeError(f"claim {claim.key}: too many conflicts")
 
-    def _update_status(self, client: Any, claim: dra.ResourceClaim, change: Any) -> None:
+    def _update_status(
+        self,
+        client: ClusterClient,
+        claim: dra.ResourceClaim,
+        change: Callable[[dra.ResourceClaim], dict[str, Any] | None],
+    ) -> None:
         for _ in range(CONFLICT_RETRIES):
             raw = change(claim)
             if raw is None:
@@ -387,6 +374,39 @@ class DynamicResources:
                 return
             except kerr.Conflict:
                 claim = dra.resource_claim_from_json(client.get(_claim_path(claim)))
+
+
+def _add_finalizer(client: ClusterClient, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+    """The claim with the allocation finalizer, as the API server stored it; a 409 Conflict passes
+    through (the caller re-reads and retries), any other failure says what failed."""
+    raw = copy.deepcopy(claim.raw)
+    meta = raw.setdefault("metadata", {})
+    meta["finalizers"] = [*(meta.get("finalizers") or ()), dra.FINALIZER]
+    try:
+        return dra.resource_claim_from_json(client.put(_claim_path(claim), raw))
+    except kerr.Conflict:
+        raise
+    except Exception as e:
+        raise RuntimeError(f"add finalizer to claim {claim.key}: {e}") from e
+
+
+def _add_reservation(
+    client: ClusterClient, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
+) -> dra.ResourceClaim:
+    """The claim's status with ``alloc`` (when given) and ``consumer`` in ``reservedFor``, as the API
+    server stored it; a 409 Conflict passes through, as in :func:`_add_finalizer`."""
+    raw = copy.deepcopy(claim.raw)
+    status = raw.setdefault("status", {})
+    if alloc is not None:
+        status["allocation"] = alloc.to_json()
+    status["reservedFor"] = [*(status.get("reservedFor") or ()), consumer.to_json()]
+    try:
+        return dra.resource_claim_from_json(client.put(_claim_path(claim, status=True), raw))
+    except kerr.Conflict:
+        raise
+    except Exception as e:
+        what = "allocation and reservation" if alloc is not None else "reservation"
+        raise RuntimeError(f"add {what} to claim {claim.key}: {e}") from e
 
 
 def _without_pod(claim: dra.ResourceClaim, uid: str) -> dict[str, Any] | None:

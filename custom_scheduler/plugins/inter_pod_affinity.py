@@ -22,8 +22,9 @@ Semantics are kube-scheduler's (v1.28+):
   existing pods' required affinity at ``hardPodAffinityWeight`` and preferred terms matched by the
   incoming pod) and min-max normalises to 0..100.
 
-Existing pods' compiled terms are cached per UID (an existing pod's terms depend only on the pod),
-so a cycle over 10,000 pods compiles only the pods that changed. Cycle state is immutable:
+Existing pods' compiled terms (:mod:`custom_scheduler.plugins.affinity_terms`) are cached per UID
+(an existing pod's terms depend only on the pod), so a cycle over 10,000 pods compiles only the
+pods that changed. Cycle state is immutable:
 AddPod/RemovePod (preemption) derive a new state with a small overlay of count changes.
 """
 
@@ -33,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from custom_scheduler.api.labels import IN, NOT_IN, Requirement, Selector, SelectorError, compile_selector
+from custom_scheduler.api.labels import SelectorError
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework.interface import Handle
@@ -52,15 +53,13 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.plugins import args_reader
+from custom_scheduler.plugins.affinity_terms import AffinityTerm, NamespaceLabels, PodTerms, TermCache, matches_all
 
 NAME = "InterPodAffinity"
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
-
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 # Shared, pre-stamped rejections (Filter returns them on many nodes per cycle).
@@ -95,154 +94,6 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> InterPodAffinityArgs
         r.error(f"{path}.ignorePreferredTermsOfExistingPods", f"must be a boolean, got {type(ignore).__name__}")
     r.raise_errors()
     return InterPodAffinityArgs(weight, bool(ignore))
-
-
-# --- compiled terms --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AffinityTerm:
-    """A compiled ``PodAffinityTerm`` (``weight`` is set for preferred terms)."""
-
-    selector: Selector
-    topology_key: str
-    namespaces: frozenset[str]
-    namespace_selector: Selector
-    weight: int = 0
-
-    def matches(self, pod: Pod, ns_labels: Callable[[str], Mapping[str, str]]) -> bool:
-        """Whether ``pod`` is selected; ``ns_labels(ns)`` gives a namespace's labels."""
-        if pod.namespace not in self.namespaces:
-            sel = self.namespace_selector
-            if sel.nothing or not (sel.is_empty or sel.matches(ns_labels(pod.namespace))):
-                return False
-        return self.selector.matches(pod.labels)
-
-
-@dataclass(frozen=True, slots=True)
-class PodTerms:
-    """All pod (anti-)affinity terms of one pod, compiled."""
-
-    required_affinity: tuple[AffinityTerm, ...] = ()
-    required_anti_affinity: tuple[AffinityTerm, ...] = ()
-    preferred_affinity: tuple[AffinityTerm, ...] = ()
-    preferred_anti_affinity: tuple[AffinityTerm, ...] = ()
-
-
-NO_TERMS = PodTerms()
-
-
-def compile_term(doc: Mapping[str, Any], pod: Pod, weight: int = 0) -> AffinityTerm:
-    """Compile one ``PodAffinityTerm`` of ``pod``. Raises SelectorError on an invalid selector."""
-    selector_doc = doc.get("labelSelector")
-    selector = compile_selector(selector_doc)
-    if selector_doc is not None:
-        extra = [
-            Requirement(k, IN, frozenset([pod.labels[k]])) for k in doc.get("matchLabelKeys") or () if k in pod.labels
-        ]
-        extra += [
-            Requirement(k, NOT_IN, frozenset([pod.labels[k]]))
-            for k in doc.get("mismatchLabelKeys") or ()
-            if k in pod.labels
-        ]
-        if extra:
-            selector = Selector(selector.requirements + tuple(extra))
-    namespaces = doc.get("namespaces") or ()
-    ns_selector_doc = doc.get("namespaceSelector")
-    if not namespaces and ns_selector_doc is None:
-        namespaces = (pod.namespace,)
-    return AffinityTerm(
-        selector=selector,
-        topology_key=str(doc.get("topologyKey") or ""),
-        namespaces=frozenset(namespaces),
-        namespace_selector=compile_selector(ns_selector_doc),
-        weight=weight,
-    )
-
-
-def compile_pod_terms(pod: Pod, *, strict: bool = True) -> PodTerms:
-    """Compile every (anti-)affinity term of ``pod``.
-
-    With ``strict`` an invalid selector raises SelectorError (the incoming pod is unschedulable);
-    without it the offending group of terms is dropped (an existing pod must not break others).
-    """
-    affinity = pod.affinity or {}
-    if not affinity:
-        return NO_TERMS
-    groups: list[tuple[AffinityTerm, ...]] = []
-    for kind in ("podAffinity", "podAntiAffinity"):
-        section = affinity.get(kind) or {}
-        for key in (_REQUIRED, _PREFERRED):
-            try:
-                if key == _REQUIRED:
-                    groups.append(tuple(compile_term(t, pod) for t in section.get(key) or ()))
-                else:
-                    groups.append(
-                        tuple(
-                            compile_term(w.get("podAffinityTerm") or {}, pod, int(w.get("weight") or 0))
-                            for w in section.get(key) or ()
-                        )
-                    )
-            except SelectorError:
-                if strict:
-                    raise
-                groups.append(())
-    return PodTerms(groups[0], groups[2], groups[1], groups[3])
-
-
-class _TermCache:
-    """Compiled terms of pods by UID, valid while the pod object (or its resourceVersion) is the
-    same. Two generations bound memory: when the current one fills up it becomes the old one, and
-    entries still in use are promoted back on their next lookup."""
-
-    __slots__ = ("_current", "_limit", "_old")
-
-    def __init__(self, limit: int = 20_000) -> None:
-        self._limit = limit
-        # uid -> (pod, terms, whether every term compiled)
-        self._current: dict[str, tuple[Pod, PodTerms, bool]] = {}
-        self._old: dict[str, tuple[Pod, PodTerms, bool]] = {}
-
-    def get(self, pod: Pod, *, strict: bool = False) -> PodTerms:
-        """``pod``'s compiled terms. ``strict`` raises SelectorError for an invalid pod (the
-        incoming pod); otherwise invalid groups of terms are dropped (existing pods)."""
-        entry = self._current.get(pod.uid)
-        if entry is None or not _same_version(entry[0], pod):
-            entry = self._old.get(pod.uid)
-            if entry is None or not _same_version(entry[0], pod):
-                entry = None
-        if entry is None or (strict and not entry[2]):
-            try:
-                entry = (pod, compile_pod_terms(pod), True)
-            except SelectorError:
-                if strict:
-                    raise
-                entry = (pod, compile_pod_terms(pod, strict=False), False)
-        if self._current.get(pod.uid) is not entry:
-            if len(self._current) >= self._limit:
-                self._old, self._current = self._current, {}
-            self._current[pod.uid] = entry
-        return entry[1]
-
-
-def _same_version(cached: Pod, pod: Pod) -> bool:
-    return cached is pod or (bool(pod.resource_version) and cached.resource_version == pod.resource_version)
-
-
-class _NamespaceLabels:
-    """Namespace labels fetched through the Handle at most once per cycle (unknown → no labels)."""
-
-    __slots__ = ("_cache", "_handle")
-
-    def __init__(self, handle: Handle) -> None:
-        self._handle = handle
-        self._cache: dict[str, Mapping[str, str]] = {}
-
-    def __call__(self, namespace: str) -> Mapping[str, str]:
-        labels = self._cache.get(namespace)
-        if labels is None:
-            labels = self._cache[namespace] = self._handle.namespace_labels(namespace) or {}
-        return labels
 
 
 # --- cycle state -----------------------------------------------------------------------------------
@@ -288,7 +139,7 @@ class _FilterState:
     affinity: _PairCounts
     anti: _PairCounts
     self_affine: bool
-    ns_labels: _NamespaceLabels
+    ns_labels: NamespaceLabels
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +170,7 @@ def _sum_rows(row: Callable[[NodeInfo], arrays.Entries], nodes: Sequence[NodeInf
     return out
 
 
-def _incoming_key(pod: Pod, ns_labels: _NamespaceLabels) -> Any:
+def _incoming_key(pod: Pod, ns_labels: NamespaceLabels) -> Any:
     """What existing pods' terms can see of the incoming pod: its namespace, labels and namespace labels."""
     return (pod.namespace, frozenset(pod.labels.items()), frozenset(ns_labels(pod.namespace).items()))
 
@@ -331,7 +182,7 @@ def _reads_namespace_labels(terms: Sequence[AffinityTerm]) -> bool:
 
 
 def _existing_anti_row(
-    terms_of: _TermCache, pod: Pod, ns_labels: _NamespaceLabels
+    terms_of: TermCache, pod: Pod, ns_labels: NamespaceLabels
 ) -> Callable[[NodeInfo], arrays.Entries]:
     """Per node: existing pods' required anti-affinity terms that select the incoming pod."""
 
@@ -350,7 +201,7 @@ def _existing_anti_row(
 
 
 def _incoming_row(
-    req_aff: tuple[AffinityTerm, ...], req_anti: tuple[AffinityTerm, ...], ns_labels: _NamespaceLabels
+    req_aff: tuple[AffinityTerm, ...], req_anti: tuple[AffinityTerm, ...], ns_labels: NamespaceLabels
 ) -> Callable[[NodeInfo], arrays.Entries]:
     """Per node: existing pods matching all incoming required affinity terms (tag "a") and each
     incoming required anti-affinity term (tag "x"), per topology pair."""
@@ -365,7 +216,7 @@ def _incoming_row(
             return ()  # no term could count on this node
         out: list[tuple[Any, int]] = []
         for existing in ni.pods.values():
-            if req_aff and _matches_all(req_aff, existing, ns_labels):
+            if req_aff and matches_all(req_aff, existing, ns_labels):
                 for t in req_aff:
                     if t.topology_key in labels:
                         out.append((("a", t.topology_key, labels[t.topology_key]), 1))
@@ -378,15 +229,16 @@ def _incoming_row(
 
 
 def _score_row(
-    terms_of: _TermCache,
+    terms_of: TermCache,
     terms: PodTerms,
     pod: Pod,
-    ns_labels: _NamespaceLabels,
+    ns_labels: NamespaceLabels,
     hard_weight: int,
     has_preferred: bool,
 ) -> Callable[[NodeInfo], arrays.Entries]:
     """Per node: PreScore's weights per topology pair, from the incoming pod's preferred terms
     over existing pods and from existing pods' terms over the incoming pod."""
+    incoming = _weighted(terms, 0)
 
     def row(ni: NodeInfo) -> arrays.Entries:
         existing_pods = ni.pods if has_preferred else ni.pods_with_affinity
@@ -394,35 +246,38 @@ def _score_row(
             return ()
         labels = ni.node.labels
         out: list[tuple[Any, int]] = []
-
-        def add(t: AffinityTerm, weight: int) -> None:
-            value = labels.get(t.topology_key)
-            if value is not None:
-                out.append(((t.topology_key, value), weight))
-
         for existing in existing_pods.values():
-            for t in terms.preferred_affinity:
-                if t.matches(existing, ns_labels):
-                    add(t, t.weight)
-            for t in terms.preferred_anti_affinity:
-                if t.matches(existing, ns_labels):
-                    add(t, -t.weight)
-            if not existing.has_pod_affinity:
-                continue
-            existing_terms = terms_of.get(existing)
-            if hard_weight > 0:
-                for t in existing_terms.required_affinity:
-                    if t.matches(pod, ns_labels):
-                        add(t, hard_weight)
-            for t in existing_terms.preferred_affinity:
-                if t.matches(pod, ns_labels):
-                    add(t, t.weight)
-            for t in existing_terms.preferred_anti_affinity:
-                if t.matches(pod, ns_labels):
-                    add(t, -t.weight)
+            _add_matching(out, labels, incoming, existing, ns_labels)
+            if existing.has_pod_affinity:
+                _add_matching(out, labels, _weighted(terms_of.get(existing), hard_weight), pod, ns_labels)
         return tuple(out)
 
     return row
+
+
+def _weighted(terms: PodTerms, hard_weight: int) -> list[tuple[AffinityTerm, int]]:
+    """The terms that score, with the weight each adds: required affinity at ``hard_weight``
+    (existing pods' only; 0 leaves them out), preferred affinity at its weight, preferred
+    anti-affinity at minus its weight."""
+    out = [(t, hard_weight) for t in terms.required_affinity] if hard_weight > 0 else []
+    out += [(t, t.weight) for t in terms.preferred_affinity]
+    out += [(t, -t.weight) for t in terms.preferred_anti_affinity]
+    return out
+
+
+def _add_matching(
+    out: list[tuple[Any, int]],
+    labels: Mapping[str, str],
+    weighted: Sequence[tuple[AffinityTerm, int]],
+    target: Pod,
+    ns_labels: NamespaceLabels,
+) -> None:
+    """Append (topology pair of the node, weight) for each term that selects ``target``."""
+    for t, weight in weighted:
+        if t.matches(target, ns_labels):
+            value = labels.get(t.topology_key)
+            if value is not None:
+                out.append(((t.topology_key, value), weight))
 
 
 class InterPodAffinity:
@@ -433,7 +288,7 @@ class InterPodAffinity:
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
         self._args = args or InterPodAffinityArgs()
         self._handle = handle
-        self._terms = _TermCache()
+        self._terms = TermCache()
         self._tally = arrays.RowTally()
 
     # -- filtering --------------------------------------------------------------------------------
@@ -443,7 +298,7 @@ class InterPodAffinity:
             terms = self._terms.get(pod, strict=True)
         except SelectorError as e:
             return Status.unresolvable(f"parsing pod: {e}")
-        ns_labels = _NamespaceLabels(self._handle)
+        ns_labels = NamespaceLabels(self._handle)
         all_nodes = self._handle.snapshot_nodes()
         snap = self._memo_snapshot(all_nodes)
         anti_row = _existing_anti_row(self._terms, pod, ns_labels)
@@ -459,7 +314,7 @@ class InterPodAffinity:
             _PairCounts(existing_anti),
             _PairCounts(affinity),
             _PairCounts(anti),
-            _matches_all(terms.required_affinity, pod, ns_labels),
+            matches_all(terms.required_affinity, pod, ns_labels),
             ns_labels,
         )
         state.write(_FILTER_KEY, s)
@@ -486,7 +341,7 @@ class InterPodAffinity:
         terms: PodTerms,
         pod: Pod,
         nodes: Sequence[NodeInfo],
-        ns_labels: _NamespaceLabels,
+        ns_labels: NamespaceLabels,
         snap: Snapshot | None,
     ) -> tuple[dict[Pair, int], dict[Pair, int]]:
         """Existing pods matching all of the incoming pod's required affinity terms, and each of
@@ -547,7 +402,7 @@ class InterPodAffinity:
                     _add(existing_anti, labels, t.topology_key, m)
         affinity: dict[Pair, int] = {}
         req_aff = s.terms.required_affinity
-        if req_aff and _matches_all(req_aff, other, s.ns_labels):
+        if req_aff and matches_all(req_aff, other, s.ns_labels):
             for t in req_aff:
                 _add(affinity, labels, t.topology_key, m)
         anti: dict[Pair, int] = {}
@@ -575,7 +430,7 @@ class InterPodAffinity:
         if self._args.ignore_preferred_terms_of_existing_pods and not has_preferred:
             state.write(_SCORE_KEY, _ScoreState({}))
             return SKIP
-        ns_labels = _NamespaceLabels(self._handle)
+        ns_labels = NamespaceLabels(self._handle)
         hard_weight = self._args.hard_pod_affinity_weight
         all_nodes = self._handle.snapshot_nodes()
         snap = self._memo_snapshot(all_nodes)
@@ -620,11 +475,6 @@ class InterPodAffinity:
 
 
 # --- pure helpers ----------------------------------------------------------------------------------
-
-
-def _matches_all(terms: tuple[AffinityTerm, ...], pod: Pod, ns_labels: Callable[[str], Mapping[str, str]]) -> bool:
-    """Whether ``pod`` matches every term (False for no terms, as upstream)."""
-    return bool(terms) and all(t.matches(pod, ns_labels) for t in terms)
 
 
 def _satisfies_affinity(s: _FilterState, labels: Mapping[str, str]) -> bool:

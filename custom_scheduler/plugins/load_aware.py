@@ -54,7 +54,8 @@ from typing import Any, ClassVar
 
 import structlog
 
-from custom_scheduler.api.model import CPU, MEMORY, Pod
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.resources import CPU, MEMORY
 from custom_scheduler.config import durations
 from custom_scheduler.framework import loadmetrics, registry
 from custom_scheduler.framework.interface import Handle
@@ -183,20 +184,13 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> NodeLoadArgs:
         if not 0 < res.weight <= MAX_WEIGHT:
             r.error(f"{path}.resources[{i}].weight", f"must be in the range 1-{MAX_WEIGHT}")
     thresholds: list[tuple[str, int]] = []
-    raw_thr = doc.get("thresholds")
-    if raw_thr is not None:
-        tp = f"{path}.thresholds"
-        if not isinstance(raw_thr, Mapping):
-            r.error(tp, "must be an object of resource name to percent, e.g. {cpu: 80}")
+    for name, value, tp in r.entries(doc, "thresholds", path, "resource name to percent, e.g. {cpu: 80}"):
+        if name not in SUPPORTED_RESOURCES:
+            r.error(tp, 'Unsupported resource: supported values: "cpu", "memory"')
+        elif isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 100:
+            r.error(tp, "must be an integer percentage in the range 1-100")
         else:
-            for name, value in raw_thr.items():
-                if name not in SUPPORTED_RESOURCES:
-                    r.error(f"{tp}.{name}", 'Unsupported resource: supported values: "cpu", "memory"')
-                    continue
-                if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 100:
-                    r.error(f"{tp}.{name}", "must be an integer percentage in the range 1-100")
-                    continue
-                thresholds.append((str(name), value))
+            thresholds.append((name, value))
     stale_after = _duration(r, doc, "staleAfter", path, DEFAULT_STALE_AFTER)
     refresh = _duration(r, doc, "refreshInterval", path, loadmetrics.DEFAULT_REFRESH_INTERVAL)
     neutral = r.integer(doc, "neutralScore", path, DEFAULT_NEUTRAL_SCORE)

@@ -80,26 +80,36 @@ def node_selector_term_errors(doc: object, path: str) -> list[FieldError]:
 def _requirement_errors(expr: object, path: str, *, field_selector: bool) -> list[FieldError]:
     if not isinstance(expr, Mapping):
         return [FieldError(path, "must be an object")]
-    errs: list[FieldError] = []
     key = expr.get("key")
     op = expr.get("operator")
     values = expr.get("values") or []
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         return [FieldError(f"{path}.values", "must be a list of strings")]
     if field_selector:
-        if key != OBJECT_NAME_FIELD:
-            errs.append(
-                FieldError(f"{path}.key", f'Unsupported value: {key!r}: supported values: "{OBJECT_NAME_FIELD}"')
-            )
-        if op not in (labels.IN, labels.NOT_IN):
-            errs.append(FieldError(f"{path}.operator", f'Unsupported value: {op!r}: supported values: "In", "NotIn"'))
-        elif len(values) != 1:
-            errs.append(FieldError(f"{path}.values", "must have one element"))
-        return errs
+        return _field_requirement_errors(key, op, values, path)
+    errs: list[FieldError] = []
     if not isinstance(key, str):
         errs.append(FieldError(f"{path}.key", "must be a string"))
     else:
         errs.extend(FieldError(f"{path}.key", m) for m in args_reader.qualified_name_errors(key))
+    return errs + _label_values_errors(op, values, path)
+
+
+def _field_requirement_errors(key: object, op: object, values: list[str], path: str) -> list[FieldError]:
+    """``matchFields``: only ``metadata.name``, with In or NotIn and exactly one value."""
+    errs: list[FieldError] = []
+    if key != OBJECT_NAME_FIELD:
+        errs.append(FieldError(f"{path}.key", f'Unsupported value: {key!r}: supported values: "{OBJECT_NAME_FIELD}"'))
+    if op not in (labels.IN, labels.NOT_IN):
+        errs.append(FieldError(f"{path}.operator", f'Unsupported value: {op!r}: supported values: "In", "NotIn"'))
+    elif len(values) != 1:
+        errs.append(FieldError(f"{path}.values", "must have one element"))
+    return errs
+
+
+def _label_values_errors(op: object, values: list[str], path: str) -> list[FieldError]:
+    """``matchExpressions``: the operator, and the values it takes (upstream's messages)."""
+    errs: list[FieldError] = []
     if op in (labels.IN, labels.NOT_IN):
         if not values:
             errs.append(FieldError(f"{path}.values", "for 'in', 'notin' operators, values set can't be empty"))

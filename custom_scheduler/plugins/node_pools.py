@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from custom_scheduler.api import labels, quantity
-from custom_scheduler.api.model import CPU, Node, Pod
+from custom_scheduler.api.model import Node, Pod
+from custom_scheduler.api.resources import CPU
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
@@ -194,27 +195,21 @@ def _members(r: args_reader.ArgsReader, raw: object, path: str) -> Members:
     if doc.get("minPriority") is not None:
         min_priority = r.integer(doc, "minPriority", path, 0)
     min_requests: list[tuple[str, int]] = []
+    for name, value, qp in r.entries(doc, "minRequests", path, "resource name to quantity"):
+        for msg in args_reader.qualified_name_errors(name):
+            r.error(qp, msg)
+        try:
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise quantity.QuantityError(f"must be a quantity, got {type(value).__name__}")
+            amount = quantity.to_milli(value) if name == CPU else quantity.to_int(value)
+        except quantity.QuantityError as e:
+            r.error(qp, str(e))
+            continue
+        if amount <= 0:
+            r.error(qp, "must be greater than 0")
+            continue
+        min_requests.append((name, amount))
     raw_req = doc.get("minRequests")
-    if raw_req is not None:
-        rp = f"{path}.minRequests"
-        if not isinstance(raw_req, Mapping):
-            r.error(rp, "must be an object of resource name to quantity")
-        else:
-            for name, value in raw_req.items():
-                qp = f"{rp}.{name}"
-                for msg in args_reader.qualified_name_errors(str(name)):
-                    r.error(qp, msg)
-                try:
-                    if isinstance(value, bool) or not isinstance(value, str | int | float):
-                        raise quantity.QuantityError(f"must be a quantity, got {type(value).__name__}")
-                    amount = quantity.to_milli(value) if name == CPU else quantity.to_int(value)
-                except quantity.QuantityError as e:
-                    r.error(qp, str(e))
-                    continue
-                if amount <= 0:
-                    r.error(qp, "must be greater than 0")
-                    continue
-                min_requests.append((str(name), amount))
     if not (label_sel or ns_sel or namespaces or pcs or min_priority is not None or min_requests or raw_req):
         r.error(
             path,

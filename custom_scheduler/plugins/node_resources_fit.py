@@ -27,7 +27,7 @@ the per-node Filter reads only the NodeInfo, and each score formula is written o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -224,23 +224,23 @@ def fits(pod: Pod, node_info: NodeInfo) -> list[str]:
 
 def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocation.Formula:
     """``Σ w·(alloc − req)·100/alloc / Σ w``; a resource requested beyond capacity scores 0."""
-    weights = tuple(r.weight for r in resources)
-
-    def score(ops: Ops, requested: Sequence[Num], allocated: Sequence[Num], allocatable: Sequence[Num]) -> Num:
-        total: Num = 0
-        weight_sum: Num = 0
-        for req, alloc, w in zip(requested, allocatable, weights, strict=True):
-            has = alloc > 0
-            s = ops.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // ops.where(has, alloc, 1))
-            total = total + s * w  # s is 0 where alloc is 0: requests are never negative
-            weight_sum = weight_sum + ops.where(has, w, 0)
-        return ops.where(weight_sum > 0, total // ops.where(weight_sum > 0, weight_sum, 1), 0)
-
-    return score
+    return _weighted_mean(
+        resources, lambda ops, req, alloc, div: ops.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // div)
+    )
 
 
 def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocation.Formula:
     """``Σ w·min(req, alloc)·100/alloc / Σ w``."""
+    return _weighted_mean(resources, lambda ops, req, alloc, div: ops.minimum(req, alloc) * MAX_NODE_SCORE // div)
+
+
+def _weighted_mean(
+    resources: Sequence[ResourceSpec], resource_score: Callable[[Ops, Num, Num, Num], Num]
+) -> resource_allocation.Formula:
+    """LeastAllocated's and MostAllocated's shared form: ``Σ w·s / Σ w`` over the resources the
+    node has (allocatable > 0), where ``resource_score(ops, req, alloc, div)`` is one resource's
+    0..100 (``div`` is ``alloc`` made safe to divide by where it is 0; requests are never
+    negative, so a score there is 0 and only the weight's absence matters)."""
     weights = tuple(r.weight for r in resources)
 
     def score(ops: Ops, requested: Sequence[Num], allocated: Sequence[Num], allocatable: Sequence[Num]) -> Num:
@@ -248,8 +248,7 @@ def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> resource_allocat
         weight_sum: Num = 0
         for req, alloc, w in zip(requested, allocatable, weights, strict=True):
             has = alloc > 0
-            s = ops.minimum(req, alloc) * MAX_NODE_SCORE // ops.where(has, alloc, 1)
-            total = total + s * w  # s is 0 where alloc is 0: requests are never negative
+            total = total + resource_score(ops, req, alloc, ops.where(has, alloc, 1)) * w
             weight_sum = weight_sum + ops.where(has, w, 0)
         return ops.where(weight_sum > 0, total // ops.where(weight_sum > 0, weight_sum, 1), 0)
 

@@ -9,11 +9,12 @@ selector built from the Services and controllers that select the pod).
 
 The semantics are kube-scheduler's (v1.28+, NodeInclusionPolicy, MinDomains and MatchLabelKeys on):
 
-- *Counting* happens once per pod, in PreFilter/PreScore, over every node of the snapshot: a node
-  counts when it carries every constraint's key and passes the constraint's inclusion policies
-  (``nodeAffinityPolicy`` default Honor: the pod's nodeSelector and required node affinity;
-  ``nodeTaintsPolicy`` default Ignore; Honor skips nodes with an untolerated NoSchedule/NoExecute
-  taint). Pods count when they are in the incoming pod's namespace, not terminating, and match.
+- *Counting* (:mod:`custom_scheduler.plugins.spread_tally`) happens once per pod, in PreFilter and
+  PreScore, over every node of the snapshot: a node counts when it carries every constraint's key
+  and passes the constraint's inclusion policies (``nodeAffinityPolicy`` default Honor: the pod's
+  nodeSelector and required node affinity; ``nodeTaintsPolicy`` default Ignore; Honor skips nodes
+  with an untolerated NoSchedule/NoExecute taint). Pods count when they are in the incoming pod's
+  namespace, not terminating, and match.
 - *Filter*: ``count(domain of node) + (1 if the pod matches itself) - globalMin <= maxSkew``, where
   globalMin is the smallest domain count, or 0 while there are fewer domains than ``minDomains``.
 - *Score*: ``round(Σ count·ln(domains + 2) + maxSkew - 1)`` per node, then reversed so that the
@@ -27,15 +28,14 @@ shallow and must not see each other's changes. Filter then costs a few dict look
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
-import orjson
 
 from custom_scheduler.api.labels import IN, Requirement, Selector, SelectorError, compile_selector
-from custom_scheduler.api.model import Node, Pod, tolerates_all
+from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
@@ -53,7 +53,8 @@ from custom_scheduler.framework.types import (
     StateNotFoundError,
     Status,
 )
-from custom_scheduler.plugins import args_reader, node_affinity
+from custom_scheduler.plugins import args_reader, spread_tally
+from custom_scheduler.plugins.spread_tally import Constraint
 
 NAME = "PodTopologySpread"
 
@@ -69,7 +70,6 @@ IGNORE = "Ignore"
 SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
 
-_NO_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _CONSTRAINT_FIELDS = (
     "maxSkew",
     "topologyKey",
@@ -137,68 +137,55 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> PodTopologySpreadArg
     out: list[DefaultConstraint] = []
     seen: set[tuple[str, str]] = set()
     for i, item in enumerate(items):
-        p = f"{path}.defaultConstraints[{i}]"
-        c = r.mapping(item, p, fields=_CONSTRAINT_FIELDS)
-        max_skew = r.integer(c, "maxSkew", p, 0)
-        if max_skew <= 0:
-            r.error(f"{p}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)")
-        key = r.string(c, "topologyKey", p)
-        if not key:
-            r.error(f"{p}.topologyKey", "Required value: can not be empty")
-        for msg in args_reader.qualified_name_errors(key) if key else ():
-            r.error(f"{p}.topologyKey", f'Invalid value: "{key}": {msg}')
-        when = r.string(c, "whenUnsatisfiable", p)
-        if not when:
-            r.error(f"{p}.whenUnsatisfiable", "Required value: can not be empty")
-        elif when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            r.error(
-                f"{p}.whenUnsatisfiable",
-                f'Unsupported value: "{when}": supported values: "{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"',
-            )
-        if c.get("labelSelector") is not None:
-            r.error(
-                f"{p}.labelSelector", "Forbidden: constraint must not define a selector, as they deduced for each pod"
-            )
-        min_domains: int | None = None
-        if c.get("minDomains") is not None:
-            min_domains = r.integer(c, "minDomains", p, 1)
-            if min_domains <= 0:
-                r.error(f"{p}.minDomains", f"Invalid value: {min_domains}: must be greater than 0")
-            elif when != DO_NOT_SCHEDULE:
-                r.error(
-                    f"{p}.minDomains", f"Invalid value: {min_domains}: can only use minDomains if {DO_NOT_SCHEDULE}"
-                )
-        policies: list[str | None] = []
-        for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
-            policy = r.string(c, name, p) or None
-            if policy is not None and policy not in (HONOR, IGNORE):
-                r.error(f"{p}.{name}", f'Unsupported value: "{policy}": supported values: "{HONOR}", "{IGNORE}"')
-            policies.append(policy)
-        if (key, when) in seen:
-            r.error(p, f"Duplicate value: {{{key}, {when}}}")
-        seen.add((key, when))
-        out.append(
-            DefaultConstraint(
-                max_skew, key, when, min_domains, policies[0], policies[1], r.strings(c, "matchLabelKeys", p)
-            )
-        )
+        out.append(_default_constraint(r, item, f"{path}.defaultConstraints[{i}]", seen))
     r.raise_errors()
     return PodTopologySpreadArgs(tuple(out), defaulting)
 
 
+def _default_constraint(r: args_reader.ArgsReader, item: Any, p: str, seen: set[tuple[str, str]]) -> DefaultConstraint:
+    """One ``defaultConstraints`` entry, its errors recorded in ``r`` (upstream's messages, in
+    upstream's order); ``seen`` holds the (topologyKey, whenUnsatisfiable) pairs before it."""
+    c = r.mapping(item, p, fields=_CONSTRAINT_FIELDS)
+    max_skew = r.integer(c, "maxSkew", p, 0)
+    if max_skew <= 0:
+        r.error(f"{p}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)")
+    key = r.string(c, "topologyKey", p)
+    if not key:
+        r.error(f"{p}.topologyKey", "Required value: can not be empty")
+    for msg in args_reader.qualified_name_errors(key) if key else ():
+        r.error(f"{p}.topologyKey", f'Invalid value: "{key}": {msg}')
+    when = r.string(c, "whenUnsatisfiable", p)
+    if not when:
+        r.error(f"{p}.whenUnsatisfiable", "Required value: can not be empty")
+    elif when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        r.error(
+            f"{p}.whenUnsatisfiable",
+            f'Unsupported value: "{when}": supported values: "{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"',
+        )
+    if c.get("labelSelector") is not None:
+        r.error(f"{p}.labelSelector", "Forbidden: constraint must not define a selector, as they deduced for each pod")
+    min_domains: int | None = None
+    if c.get("minDomains") is not None:
+        min_domains = r.integer(c, "minDomains", p, 1)
+        if min_domains <= 0:
+            r.error(f"{p}.minDomains", f"Invalid value: {min_domains}: must be greater than 0")
+        elif when != DO_NOT_SCHEDULE:
+            r.error(f"{p}.minDomains", f"Invalid value: {min_domains}: can only use minDomains if {DO_NOT_SCHEDULE}")
+    policies: list[str | None] = []
+    for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        policy = r.string(c, name, p) or None
+        if policy is not None and policy not in (HONOR, IGNORE):
+            r.error(f"{p}.{name}", f'Unsupported value: "{policy}": supported values: "{HONOR}", "{IGNORE}"')
+        policies.append(policy)
+    if (key, when) in seen:
+        r.error(p, f"Duplicate value: {{{key}, {when}}}")
+    seen.add((key, when))
+    return DefaultConstraint(
+        max_skew, key, when, min_domains, policies[0], policies[1], r.strings(c, "matchLabelKeys", p)
+    )
+
+
 # --- compiled constraints and cycle state ----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Constraint:
-    """A topology spread constraint with its selector compiled and its defaults applied."""
-
-    max_skew: int
-    topology_key: str
-    selector: Selector
-    min_domains: int = 1
-    honor_affinity: bool = True
-    honor_taints: bool = False
 
 
 class _Counts:
@@ -370,7 +357,7 @@ class PodTopologySpread:
         labels = node.labels
         if any(c.topology_key not in labels for c in s.constraints):
             return SUCCESS
-        included = _inclusion(pod)
+        included = spread_tally.inclusion(pod)
         changes: dict[tuple[int, str], int] = {}
         for i, c in enumerate(s.constraints):
             if c.selector.matches(other.labels) and included(c, node):
@@ -396,21 +383,14 @@ class PodTopologySpread:
         keys = [c.topology_key for c in constraints]
         ignored: set[str] = set()
         counts: list[dict[str, int]] = [{} for _ in constraints]
-        for ni in nodes:
-            node = ni.node
-            if node is None:
-                continue
-            labels = node.labels
-            if require_all and any(k not in labels for k in keys):
-                ignored.add(node.name)
-                continue
+        for _, node in spread_tally.scored_nodes(nodes, keys, require_all=require_all, ignored=ignored):
             for i, k in enumerate(keys):
                 if k != LABEL_HOSTNAME:
-                    counts[i].setdefault(labels.get(k, ""), 0)
+                    counts[i].setdefault(node.labels.get(k, ""), 0)
         scored = len(nodes) - len(ignored)
         weights = tuple(math.log((scored if k == LABEL_HOSTNAME else len(counts[i])) + 2) for i, k in enumerate(keys))
         if any(counts):
-            _count_domains_for_scoring(pod, constraints, counts, all_nodes, require_all=require_all)
+            spread_tally.count_domains_for_scoring(pod, constraints, counts, all_nodes, require_all=require_all)
         state.write(
             _SCORE_KEY, _ScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights, pod.namespace)
         )
@@ -427,7 +407,7 @@ class PodTopologySpread:
             if value is None:
                 continue
             if c.topology_key == LABEL_HOSTNAME:
-                n = _count_on_node(node_info, c.selector, s.namespace)
+                n = spread_tally.count_on_node(node_info, c.selector, s.namespace)
             else:
                 n = s.counts[i].get(value, 0)
             total += n * s.weights[i] + (c.max_skew - 1)
@@ -462,10 +442,12 @@ class PodTopologySpread:
         nodes = self._handle.snapshot_nodes()
         snap = arrays.snapshot_of(self._handle)
         if snap is None or snap.node_list is not nodes:
-            return _count_matching_pods(pod, constraints, nodes)
-        contribution = _contribution_fn(pod, constraints)
+            return spread_tally.count_matching_pods(pod, constraints, nodes)
+        contribution = spread_tally.contribution_fn(pod, constraints)
         by_domain: list[dict[str, int]] = [{} for _ in constraints]
-        for (i, value), n in self._tally.totals(_tally_key(pod, constraints), snap.arrays, nodes, contribution).items():
+        for (i, value), n in self._tally.totals(
+            spread_tally.tally_key(pod, constraints), snap.arrays, nodes, contribution
+        ).items():
             by_domain[i][value] = n
         return by_domain
 
@@ -515,127 +497,6 @@ def _compile_constraint(doc: Mapping[str, Any], pod_labels: Mapping[str, str]) -
         min_domains=int(doc.get("minDomains") or 1),
         honor_affinity=doc.get("nodeAffinityPolicy") != IGNORE,
         honor_taints=doc.get("nodeTaintsPolicy") == HONOR,
-    )
-
-
-def _has_required_node_affinity(pod: Pod) -> bool:
-    if pod.node_selector:
-        return True
-    node_affinity = (pod.affinity or {}).get("nodeAffinity") or {}
-    return bool(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-
-
-def _inclusion(pod: Pod) -> Callable[[Constraint, Node], bool]:
-    """``(constraint, node) -> bool``: whether ``node`` counts for ``constraint`` under its policies."""
-    affinity_ok: Callable[[Node], bool] | None = None
-    if _has_required_node_affinity(pod):
-        affinity_ok = node_affinity.compile_required_node_affinity(pod).matches
-
-    def included(c: Constraint, node: Node) -> bool:
-        if c.honor_affinity and affinity_ok is not None and not affinity_ok(node):
-            return False
-        return not (c.honor_taints and _has_untolerated_no_schedule_taint(pod, node))
-
-    return included
-
-
-def _has_untolerated_no_schedule_taint(pod: Pod, node: Node) -> bool:
-    return any(t.effect in _NO_SCHEDULE_EFFECTS and not tolerates_all(pod.tolerations, t) for t in node.taints)
-
-
-def _contribution_fn(pod: Pod, constraints: Sequence[Constraint]) -> Callable[[NodeInfo], arrays.Entries]:
-    """One node's part of the PreFilter counts: ((constraint index, domain value), matching pods)
-    for each constraint the node is eligible for."""
-    keys = [c.topology_key for c in constraints]
-    included = _inclusion(pod)
-    ns = pod.namespace
-
-    def contribution(ni: NodeInfo) -> arrays.Entries:
-        node = ni.node
-        if node is None:
-            return ()
-        labels = node.labels
-        if any(k not in labels for k in keys):
-            return ()
-        active = [(i, c.selector, labels[c.topology_key]) for i, c in enumerate(constraints) if included(c, node)]
-        if not active:
-            return ()
-        found = [0] * len(constraints)
-        for p in ni.pods.values():
-            if p.namespace != ns or p.deleting:
-                continue
-            for i, selector, _ in active:
-                if selector.matches(p.labels):
-                    found[i] += 1
-        return tuple(((i, value), found[i]) for i, _, value in active)
-
-    return contribution
-
-
-def _count_matching_pods(
-    pod: Pod, constraints: Sequence[Constraint], nodes: Sequence[NodeInfo]
-) -> list[dict[str, int]]:
-    """PreFilter's one pass over all nodes: per constraint, domain value -> matching pods.
-
-    A domain appears (possibly with 0) as soon as one eligible node carries it: the number of
-    domains matters for ``minDomains`` and the minimum.
-    """
-    by_domain: list[dict[str, int]] = [{} for _ in constraints]
-    contribution = _contribution_fn(pod, constraints)
-    for ni in nodes:
-        for (i, value), found in contribution(ni):
-            d = by_domain[i]
-            d[value] = d.get(value, 0) + found
-    return by_domain
-
-
-def _tally_key(pod: Pod, constraints: Sequence[Constraint]) -> Any:
-    """Everything a node's contribution depends on besides the node: the namespace, the
-    constraints, and the pod's required node affinity and tolerations where policies use them."""
-    affinity: Any = None
-    if any(c.honor_affinity for c in constraints) and _has_required_node_affinity(pod):
-        required = ((pod.affinity or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        affinity = (tuple(sorted(pod.node_selector.items())), orjson.dumps(required, option=orjson.OPT_SORT_KEYS))
-    tolerations = pod.tolerations if any(c.honor_taints for c in constraints) else None
-    return (pod.namespace, tuple(constraints), affinity, tolerations)
-
-
-def _count_domains_for_scoring(
-    pod: Pod,
-    constraints: Sequence[Constraint],
-    counts: list[dict[str, int]],
-    nodes: Sequence[NodeInfo],
-    *,
-    require_all: bool,
-) -> None:
-    """PreScore's pass over all nodes, filling ``counts`` for the domains present among the
-    feasible nodes (hostname constraints are counted per node at Score)."""
-    keys = [c.topology_key for c in constraints]
-    included = _inclusion(pod)
-    ns = pod.namespace
-    for ni in nodes:
-        node = ni.node
-        if node is None:
-            continue
-        labels = node.labels
-        if require_all and any(k not in labels for k in keys):
-            continue
-        active: list[tuple[Selector, dict[str, int], str]] = []
-        for i, c in enumerate(constraints):
-            value = labels.get(c.topology_key, "")
-            if value in counts[i] and included(c, node):
-                active.append((c.selector, counts[i], value))
-        for selector, d, value in active:
-            d[value] += sum(
-                1 for p in ni.pods.values() if p.namespace == ns and not p.deleting and selector.matches(p.labels)
-            )
-
-
-def _count_on_node(node_info: NodeInfo, selector: Selector, namespace: str) -> int:
-    return sum(
-        1 for p in node_info.pods.values() if p.namespace == namespace and not p.deleting and selector.matches(p.labels)
     )
 
 

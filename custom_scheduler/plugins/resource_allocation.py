@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from custom_scheduler.api.model import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from custom_scheduler.api.model import Pod
+from custom_scheduler.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.types import NodeInfo
 from custom_scheduler.plugins import args_reader

@@ -26,24 +26,21 @@ import structlog
 from custom_scheduler.api.model import Pod, PodDisruptionBudget, namespace_from_json, pdb_from_json
 from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import dra_events, volume_events
-from custom_scheduler.core import queue as q
-from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.assembly import FrameworkInputs, Ports, assemble
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.events import Writer
 from custom_scheduler.core.informers import (
-    Chained,
+    NULL_SINK,
+    CallbackSink,
     Informer,
-    NullSink,
-    SchedulerNodeSink,
-    SchedulerPodSink,
     dra_informers,
+    fan_out,
     gang_informers,
     node_informer,
     pod_informer,
     volume_informers,
 )
-from custom_scheduler.core.nominator import Nominator
-from custom_scheduler.core.scheduler import Decision, Observer, Scheduler
+from custom_scheduler.core.scheduler import Decision, Observer
 from custom_scheduler.core.selectors import DefaultSelectors
 from custom_scheduler.framework import loadmetrics
 from custom_scheduler.framework.dra_store import DRAStore
@@ -53,7 +50,6 @@ from custom_scheduler.framework.gang_store import GangChange, GangStatusWriter, 
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
-from custom_scheduler.framework.types import Snapshot
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.kube.client import KubeClient
@@ -64,7 +60,12 @@ log = structlog.get_logger("custom_scheduler.server.app")
 
 
 class App:
-    """The daemon: call :meth:`start`, then :meth:`wait` (or :meth:`stop`)."""
+    """The daemon: call :meth:`start`, then :meth:`wait` (or :meth:`stop`).
+
+    Built in one order, each part complete when built: the listers the plugins read, the writers
+    (events, evictions), the queue, frameworks and scheduler (:func:`assemble`), the informers that
+    feed the scheduler, and the sources and writers that run beside it.
+    """
 
     def __init__(
         self,
@@ -80,116 +81,40 @@ class App:
         metrics_sources: loadmetrics.Sources | None = None,
     ) -> None:
         self.config = config
+        self.registry = registry
+        self.dry_run = dry_run
+        self.metrics = metrics
         # NodeLoad's usage sources by name, lent to the plugins through their Handles.
         self.metrics_sources = metrics_sources if metrics_sources is not None else loadmetrics.Sources()
         self._scheduling = False
-        self.metrics = metrics
         self.health_port = 0
         self.client = client
         self.watch_client = client.clone(qps=0, pool_maxsize=8)
+        self._watch_read_timeout = watch_read_timeout
+        self._inf_kw = self._informer_metrics(metrics)
         self.stop_event = threading.Event()
         # Leadership as a value: the daemon's elector revokes it, the binding path consults it.
         self.fence = Fence()
         self.cache = Cache()
-        self.registry = registry
-        self.dry_run = dry_run
         self.volumes = VolumeStore()
         self.dra = DRAStore()
-        inf_kw = self._informer_metrics(metrics)
-        self.namespaces: Informer[Any] = Informer(
-            self.watch_client,
-            "/api/v1/namespaces",
-            namespace_from_json,
-            lambda n: n.name,
-            NullSink(),
-            name="namespaces",
-            read_timeout=watch_read_timeout,
-            **inf_kw("namespaces"),
-        )
-        self.pdbs: Informer[PodDisruptionBudget] = Informer(
-            self.watch_client,
-            "/apis/policy/v1/poddisruptionbudgets",
-            pdb_from_json,
-            lambda b: f"{b.namespace}/{b.name}",
-            NullSink(),
-            name="pdbs",
-            read_timeout=watch_read_timeout,
-            **inf_kw("pdbs"),
-        )
-        # Selectors of Services/RCs/ReplicaSets/StatefulSets: PodTopologySpread's system defaults.
-        self.selectors = DefaultSelectors(self.watch_client, read_timeout=watch_read_timeout)
-        self.queue = q.SchedulingQueue(
-            # Indirect, so a config reload that swaps profiles also swaps the QueueSort plugin.
-            lambda a, b: self._queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
-            initial_backoff=float(config.pod_initial_backoff_seconds),
-            max_backoff=float(config.pod_max_backoff_seconds),
-            pre_enqueue=self._pre_enqueue,
-        )
-        self.writer = Writer(
-            client, reporting_controller=config.profiles[0].scheduler_name, dry_run=dry_run, fence=self.fence
-        )
-        # Preemption's API calls run on the evictor's pool, off the scheduling thread; shadow mode
-        # only reports what it would evict.
-        self.evictor: ApiEvictor | None = (
-            None
-            if dry_run
-            else ApiEvictor(client, fence=self.fence, events=self.writer.event, on_done=self._preemption_done)
-        )
         # PodGroups (both APIs) and their members, for GangScheduling; "placed" is the cache's
         # view (assumed or bound), which knows an assumption before any watch event does.
         self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None)
-        # Composed in one order, each part complete when built: the snapshot and nominator the
-        # frameworks read, the frameworks, then the scheduler that runs them.
-        self.snapshot = Snapshot()
-        self.nominator = Nominator()
-        self.profiles = self._frameworks(config)
-        self._queue_sort = next(iter(self.profiles.values())).queue_sort
-        self.scheduler = Scheduler(
-            profiles=self.profiles,
-            cache=self.cache,
-            queue=self.queue,
-            writer=self.writer,
-            algorithm=Algorithm(percentage_of_nodes_to_score=config.percentage_of_nodes_to_score),
-            nominator=self.nominator,
-            snapshot=self.snapshot,
-            dry_run=dry_run,
+        self._build_listers()
+        self._build_writers(config)
+        ports = Ports(
+            events=self.writer,
+            evictor=self.evictor,
             observer=observer or (metrics.observer() if metrics is not None else None),
             on_decision=on_decision,
             fence=self.fence,
-            evictor=self.evictor,
+            dry_run=dry_run,
         )
-        self.pods = pod_informer(
-            self.watch_client,
-            Chained(self.gangs.pod_sink(), SchedulerPodSink(self.scheduler)),
-            read_timeout=watch_read_timeout,
-            **inf_kw("pods"),
-        )
-        self.nodes = node_informer(
-            self.watch_client, SchedulerNodeSink(self.scheduler), read_timeout=watch_read_timeout, **inf_kw("nodes")
-        )
-        # PVs, PVCs, StorageClasses and CSI objects for the volume plugins (and their assume cache).
-        self.volumes.pod_exists = lambda uid: self.pods.get(uid) is not None
-        self.volumes.node_labels = self._node_labels
-        self.volumes.add_listener(self._on_volume_change)
-        self.volume_informers = volume_informers(
-            self.watch_client, self.volumes, inf_kw, read_timeout=watch_read_timeout
-        )
-        # ResourceSlices, DeviceClasses and ResourceClaims for DynamicResources (allocated devices),
-        # only when a profile enables it (as upstream starts them only with DRA enabled): a server
-        # without resource.k8s.io/v1, or RBAC without it, must not keep the daemon from syncing.
-        # A reload that enables it later needs a restart (until then its pods wait, gated).
-        self.dra.add_listener(self._on_dra_change)
-        uses_dra = any(dynamic_resources.NAME in p.plugin_names() for p in config.profiles)
-        self.dra_informers = (
-            dra_informers(self.watch_client, self.dra, inf_kw, read_timeout=watch_read_timeout) if uses_dra else []
-        )
-        # PodGroup informers only when a profile enables GangScheduling (upstream: GenericWorkload);
-        # either API may be absent (CRD not installed, server before 1.37): then they wait quietly.
-        self.gangs.add_listener(self._on_gang_change)
-        uses_gangs = any(gang_scheduling.NAME in p.plugin_names() for p in config.profiles)
-        self.gang_informers = (
-            gang_informers(self.watch_client, self.gangs, inf_kw, read_timeout=watch_read_timeout) if uses_gangs else []
-        )
+        assembly = assemble(config, self.cache, self._frameworks, ports)
+        self.scheduler, self.queue, self._inputs = assembly.scheduler, assembly.queue, assembly.inputs
+        self._build_scheduler_informers()
+        self._build_store_informers(config)
         # PodGroup status (condition / phase and counts), written off the scheduling thread.
         self.gang_status = GangStatusWriter(next(iter(self.profiles.values())).handle, self.gangs)
         if not dry_run:
@@ -198,13 +123,97 @@ class App:
         self.load_metrics = self._load_metrics_for(config)
         self._threads: list[threading.Thread] = []
 
+    def _informer(self, path: str, decode: Callable[[Any], Any], key: Callable[[Any], str], name: str) -> Informer[Any]:
+        """An informer only the plugins' listers read (no sink: nothing is queued on its events)."""
+        return Informer(
+            self.watch_client,
+            path,
+            decode,
+            key,
+            NULL_SINK,
+            name=name,
+            read_timeout=self._watch_read_timeout,
+            **self._inf_kw(name),
+        )
+
+    def _build_listers(self) -> None:
+        """Namespaces, PodDisruptionBudgets and workload selectors: what plugins list, not the queue."""
+        self.namespaces: Informer[Any] = self._informer(
+            "/api/v1/namespaces", namespace_from_json, lambda n: n.name, "namespaces"
+        )
+        self.pdbs: Informer[PodDisruptionBudget] = self._informer(
+            "/apis/policy/v1/poddisruptionbudgets", pdb_from_json, lambda b: f"{b.namespace}/{b.name}", "pdbs"
+        )
+        # Selectors of Services/RCs/ReplicaSets/StatefulSets: PodTopologySpread's system defaults.
+        self.selectors = DefaultSelectors(self.watch_client, read_timeout=self._watch_read_timeout)
+
+    def _build_writers(self, config: SchedulerConfig) -> None:
+        """The API writer (events, pod conditions) and the evictor, both fenced by leadership."""
+        self.writer = Writer(
+            self.client,
+            reporting_controller=config.profiles[0].scheduler_name,
+            dry_run=self.dry_run,
+            fence=self.fence,
+        )
+        # Preemption's API calls run on the evictor's pool, off the scheduling thread; shadow mode
+        # only reports what it would evict.
+        self.evictor: ApiEvictor | None = (
+            None
+            if self.dry_run
+            else ApiEvictor(self.client, fence=self.fence, events=self.writer.event, on_done=self._preemption_done)
+        )
+
+    def _build_scheduler_informers(self) -> None:
+        """Pods and nodes, whose events the scheduler's sinks turn into cache and queue changes."""
+        self.pods = pod_informer(
+            self.watch_client,
+            # The PodGroup member index first, so a new member's own PreEnqueue already counts it.
+            fan_out(
+                CallbackSink(self.gangs.member_added, self.gangs.member_updated, self.gangs.member_deleted),
+                CallbackSink(self.scheduler.on_pod_add, self.scheduler.on_pod_update, self.scheduler.on_pod_delete),
+            ),
+            read_timeout=self._watch_read_timeout,
+            **self._inf_kw("pods"),
+        )
+        self.nodes = node_informer(
+            self.watch_client,
+            CallbackSink(self.scheduler.on_node_add, self.scheduler.on_node_update, self.scheduler.on_node_delete),
+            read_timeout=self._watch_read_timeout,
+            **self._inf_kw("nodes"),
+        )
+
+    def _build_store_informers(self, config: SchedulerConfig) -> None:
+        """The volume, DRA and PodGroup stores' informers, each change retrying the pods it may help."""
+        timeout = self._watch_read_timeout
+        # PVs, PVCs, StorageClasses and CSI objects for the volume plugins (and their assume cache).
+        self.volumes.pod_exists = lambda uid: self.pods.get(uid) is not None
+        self.volumes.node_labels = self._node_labels
+        self.volumes.add_listener(self._on_volume_change)
+        self.volume_informers = volume_informers(self.watch_client, self.volumes, self._inf_kw, read_timeout=timeout)
+        # ResourceSlices, DeviceClasses and ResourceClaims for DynamicResources (allocated devices),
+        # only when a profile enables it (as upstream starts them only with DRA enabled): a server
+        # without resource.k8s.io/v1, or RBAC without it, must not keep the daemon from syncing.
+        # A reload that enables it later needs a restart (until then its pods wait, gated).
+        self.dra.add_listener(self._on_dra_change)
+        uses_dra = any(dynamic_resources.NAME in p.plugin_names() for p in config.profiles)
+        self.dra_informers = (
+            dra_informers(self.watch_client, self.dra, self._inf_kw, read_timeout=timeout) if uses_dra else []
+        )
+        # PodGroup informers only when a profile enables GangScheduling (upstream: GenericWorkload);
+        # either API may be absent (CRD not installed, server before 1.37): then they wait quietly.
+        self.gangs.add_listener(self._on_gang_change)
+        uses_gangs = any(gang_scheduling.NAME in p.plugin_names() for p in config.profiles)
+        self.gang_informers = (
+            gang_informers(self.watch_client, self.gangs, self._inf_kw, read_timeout=timeout) if uses_gangs else []
+        )
+
+    @property
+    def profiles(self) -> dict[str, Framework]:
+        """The current frameworks by profile name (the scheduler's: a reload swaps them there)."""
+        return self.scheduler.profiles
+
     def _preemption_done(self, preemptor: Pod, ok: bool) -> None:
         self.scheduler.preemption_done(preemptor, ok)
-
-    def _pre_enqueue(self, pod: Pod) -> str | None:
-        # Indirect like the QueueSort above: the queue exists before the scheduler, and PreEnqueue
-        # must run the plugins of the pod's current profile, whatever config reloads swapped in.
-        return self.scheduler.pre_enqueue(pod)
 
     @staticmethod
     def _informer_metrics(metrics: Metrics | None) -> Callable[[str], dict[str, Any]]:
@@ -218,13 +227,13 @@ class App:
 
         return kw
 
-    def _frameworks(self, config: SchedulerConfig) -> dict[str, Framework]:
+    def _frameworks(self, config: SchedulerConfig, inputs: FrameworkInputs) -> dict[str, Framework]:
         """Frameworks for every profile, wired to this daemon's snapshot, listers and writer."""
         # Shadow mode (dry_run) gives plugins no client: preemption then only reports its victims.
         return build_frameworks(
             config.profiles,
             self.registry,
-            self.snapshot,
+            inputs.snapshot,
             client=None if self.dry_run else self.client,
             namespace_labels=self._namespace_labels,
             default_spread_selector=self.selectors.for_pod,
@@ -233,9 +242,9 @@ class App:
             metrics_sources=self.metrics_sources,
             gangs=self.gangs,
             pdb_lister=self.pdbs.list,
-            nominated_lister=self.nominator.pods_on,
+            nominated_lister=inputs.nominated,
             event_sink=None if self.dry_run else self.writer.event,
-            activator=self.queue.activate,
+            activator=inputs.activate,
             fence=self.fence,
         )
 
@@ -260,7 +269,7 @@ class App:
         in ``config`` are queued now (the informer ignored them when they arrived). Changes to
         ``clientConnection``, ``leaderElection`` or the health address need a restart.
         """
-        fwks = self._frameworks(config)
+        fwks = self._frameworks(config, self._inputs)
         old = self.config
         if (old.client_connection, old.leader_election, old.healthz_bind_address) != (
             config.client_connection,
@@ -269,9 +278,8 @@ class App:
         ):
             log.warning("config_change_needs_restart", fields="clientConnection/leaderElection/healthzBindAddress")
         new_names = set(fwks) - set(self.profiles)
-        self._queue_sort = next(iter(fwks.values())).queue_sort
-        self.profiles = fwks
-        self.scheduler.profiles = fwks  # one reference swap: a cycle sees the old or the new set
+        # One reference swap: a cycle, and the queue's QueueSort and PreEnqueue, see the old or the new set.
+        self.scheduler.profiles = fwks
         self.scheduler.algorithm.percentage = config.percentage_of_nodes_to_score
         self.queue.set_backoff(float(config.pod_initial_backoff_seconds), float(config.pod_max_backoff_seconds))
         # The PreEnqueue plugins may have changed: gated pods may now pass, queued ones be gated.

@@ -60,22 +60,49 @@ def serve(
     ``certs`` is the serving certificate (``--tls-cert-file``); None serves a self-signed one.
     """
     cfg = app.config
-    le = cfg.leader_election
     metrics.track_pending(app.queue.pending_counts)
     elector = (
-        leader.LeaderElector(
-            app.client.clone(),
-            le,
-            identity,
-            release_on_stop=release_on_stop,
-            on_leader_change=metrics.set_leader,
-            fence=app.fence,  # revoked the instant the Lease is lost: queued and retrying binds stop
-        )
-        if le.leader_elect and not dry_run
-        else None
+        _elector(app, metrics, identity, release_on_stop) if cfg.leader_election.leader_elect and not dry_run else None
     )
-    server = health.HealthServer(
-        health_address or cfg.healthz_bind_address,
+    server = _health_server(app, metrics, elector, health_address or cfg.healthz_bind_address, certs)
+    try:
+        server.start()
+    except OSError as e:
+        log.error("health_server_failed", address=cfg.healthz_bind_address, error=str(e))
+        return 1
+    app.health_port = server.port
+    if config_path is not None:
+        _watch_config(app, metrics, config_path)
+    replica = _Replica(app, metrics, elector, sync_timeout)
+    try:
+        synced = replica.run(dry_run)
+    finally:
+        replica.stop()
+        server.stop()
+    if not synced:
+        return 1
+    if replica.lost.is_set():
+        log.error("exiting_after_leadership_loss")
+        return 1
+    return 0
+
+
+def _elector(app: App, metrics: Metrics, identity: str | None, release_on_stop: bool) -> leader.LeaderElector:
+    return leader.LeaderElector(
+        app.client.clone(),
+        app.config.leader_election,
+        identity,
+        release_on_stop=release_on_stop,
+        on_leader_change=metrics.set_leader,
+        fence=app.fence,  # revoked the instant the Lease is lost: queued and retrying binds stop
+    )
+
+
+def _health_server(
+    app: App, metrics: Metrics, elector: leader.LeaderElector | None, address: str, certs: ServingCerts | None
+) -> health.HealthServer:
+    return health.HealthServer(
+        address,
         ready=lambda: app.ready,
         metrics=metrics,
         healthy=elector.check if elector is not None else (lambda: True),
@@ -84,74 +111,89 @@ def serve(
         auth=DelegatingAuth(app.client.clone(qps=0, pool_maxsize=4)),
         certs=certs,
     )
-    try:
-        server.start()
-    except OSError as e:
-        log.error("health_server_failed", address=cfg.healthz_bind_address, error=str(e))
-        return 1
-    app.health_port = server.port
-    lost = threading.Event()
-    elector_stop = threading.Event()
-    elector_thread: threading.Thread | None = None
 
-    if config_path is not None:
-        watcher = ConfigWatcher(
-            config_path, app.registry, app.apply_config, on_failure=lambda e: metrics.config_reload_failed()
-        )
-        threading.Thread(target=watcher.run, args=(app.stop_event,), name="config-reload", daemon=True).start()
 
-    def sync_then_schedule() -> None:
-        app.start_informers()
-        if not app.wait_for_sync(sync_timeout):
-            log.error("caches_not_synced", timeout=sync_timeout)
-            lost.set()
-            app.stop_event.set()
-            return
-        app.start_scheduling()
+def _watch_config(app: App, metrics: Metrics, config_path: str | Path) -> None:
+    """Reload the config file when it changes, on a thread of its own until the app stops."""
+    watcher = ConfigWatcher(
+        config_path, app.registry, app.apply_config, on_failure=lambda e: metrics.config_reload_failed()
+    )
+    threading.Thread(target=watcher.run, args=(app.stop_event,), name="config-reload", daemon=True).start()
 
-    try:
-        if not cfg.delay_cache_until_active:  # standbys keep warm caches
-            app.start_informers()
-            if not app.wait_for_sync(sync_timeout):
-                log.error("caches_not_synced", timeout=sync_timeout)
-                return 1
-            log.info("caches_synced", nodes=len(app.nodes.list()), pods=len(app.pods.list()))
+
+class _Replica:
+    """One replica's run between the health server's start and stop: warm the caches, schedule
+    when leading (at once without an elector), and stop. ``lost`` is set when leadership is lost,
+    or the caches a new leader needs did not sync: then the process exits 1 and restarts.
+
+    The elector's callbacks run on its thread; they only start threads or set events, since the
+    elector must keep renewing the Lease."""
+
+    def __init__(self, app: App, metrics: Metrics, elector: leader.LeaderElector | None, sync_timeout: float) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.elector = elector
+        self.sync_timeout = sync_timeout
+        self.config = app.config  # as started: leader election and cache timing need a restart to change
+        self.identity = elector.identity if elector is not None else ""
+        self.lost = threading.Event()
+        self._elector_stop = threading.Event()
+        self._elector_thread: threading.Thread | None = None
+
+    def run(self, dry_run: bool) -> bool:
+        """Until the app's stop event; False when the caches did not sync before leading."""
+        if not self.config.delay_cache_until_active:  # standbys keep warm caches
+            self.app.start_informers()
+            if not self.app.wait_for_sync(self.sync_timeout):
+                log.error("caches_not_synced", timeout=self.sync_timeout)
+                return False
+            log.info("caches_synced", nodes=len(self.app.nodes.list()), pods=len(self.app.pods.list()))
             tune_gc()
-        if elector is None:
-            metrics.set_leader(not dry_run)
-            if cfg.delay_cache_until_active:
-                sync_then_schedule()
+        if self.elector is None:
+            self.metrics.set_leader(not dry_run)
+            if self.config.delay_cache_until_active:
+                self._sync_then_schedule()
             else:
-                app.start_scheduling()
+                self.app.start_scheduling()
         else:
-
-            def on_started() -> None:
-                log.info("leader_acquired", identity=elector.identity)
-                if cfg.delay_cache_until_active:  # never block the elector thread: it must keep renewing
-                    threading.Thread(target=sync_then_schedule, daemon=True).start()
-                else:
-                    app.start_scheduling()
-
-            def on_stopped() -> None:
-                if not app.stop_event.is_set():  # lost, not SIGTERM
-                    log.error("leader_lost", identity=elector.identity)
-                    lost.set()
-                    app.stop_event.set()  # stop popping pods now
-
-            elector_thread = threading.Thread(
-                target=elector.run, args=(on_started, on_stopped, elector_stop), name="leader-election", daemon=True
+            self._elector_thread = threading.Thread(
+                target=self.elector.run,
+                args=(self._on_started, self._on_stopped, self._elector_stop),
+                name="leader-election",
+                daemon=True,
             )
-            elector_thread.start()
-        app.wait()
-    finally:
-        # Finish in-flight binds; after a loss only while nobody else can lead yet.
-        app.stop(timeout=max(1.0, le.lease_duration - le.renew_deadline) if lost.is_set() else 30.0)
-        elector_stop.set()  # release the Lease only after the binds are done
-        if elector_thread is not None:
-            elector_thread.join(le.renew_deadline)
-        metrics.set_leader(False)
-        server.stop()
-    if lost.is_set():
-        log.error("exiting_after_leadership_loss")
-        return 1
-    return 0
+            self._elector_thread.start()
+        self.app.wait()
+        return True
+
+    def _sync_then_schedule(self) -> None:
+        self.app.start_informers()
+        if not self.app.wait_for_sync(self.sync_timeout):
+            log.error("caches_not_synced", timeout=self.sync_timeout)
+            self.lost.set()
+            self.app.stop_event.set()
+            return
+        self.app.start_scheduling()
+
+    def _on_started(self) -> None:
+        log.info("leader_acquired", identity=self.identity)
+        if self.config.delay_cache_until_active:  # never block the elector thread: it must keep renewing
+            threading.Thread(target=self._sync_then_schedule, daemon=True).start()
+        else:
+            self.app.start_scheduling()
+
+    def _on_stopped(self) -> None:
+        if not self.app.stop_event.is_set():  # lost, not SIGTERM
+            log.error("leader_lost", identity=self.identity)
+            self.lost.set()
+            self.app.stop_event.set()  # stop popping pods now
+
+    def stop(self) -> None:
+        """Finish in-flight binds (after a loss only while nobody else can lead yet), then release
+        the Lease."""
+        le = self.config.leader_election
+        self.app.stop(timeout=max(1.0, le.lease_duration - le.renew_deadline) if self.lost.is_set() else 30.0)
+        self._elector_stop.set()  # release the Lease only after the binds are done
+        if self._elector_thread is not None:
+            self._elector_thread.join(le.renew_deadline)
+        self.metrics.set_leader(False)

@@ -95,7 +95,7 @@ class _Server(ThreadingHTTPServer):
             try:
                 tls.shutdown(socket.SHUT_WR)  # as socketserver does: FIN after the answer
             except OSError:
-                pass
+                pass  # the client hung up first: the answer is done either way, and close() follows
             tls.close()
 
 

@@ -22,9 +22,12 @@ the event writer, the leader elector) gets a bound method such as :meth:`Metrics
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import prometheus_client as prom
 from prometheus_client import exposition
+from prometheus_client.metrics import MetricWrapperBase
 
 from custom_scheduler.core.scheduler import Observer
 
@@ -49,6 +52,129 @@ PODGROUP_BUCKETS = exponential_buckets(0.001, 2, 15)
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 
 
+_Metric = TypeVar("_Metric", bound=MetricWrapperBase)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec(Generic[_Metric]):
+    """One metric as declared: its kind, name, help, label names and (histograms) buckets.
+
+    The metrics are a table of these rather than constructor calls inside :class:`Metrics`, so
+    that what the daemon exports reads as one list, and each :class:`Metrics` (a registry of its
+    own) builds the same list."""
+
+    kind: Callable[..., _Metric]
+    """``prom.Counter``, ``prom.Gauge`` or ``prom.Histogram`` (only this one takes ``buckets``)."""
+    name: str
+    documentation: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+    def build(self, registry: prom.CollectorRegistry) -> _Metric:
+        if self.buckets is None:
+            return self.kind(self.name, self.documentation, self.labels, registry=registry)
+        return self.kind(self.name, self.documentation, self.labels, registry=registry, buckets=self.buckets)
+
+
+# -- kube-scheduler's names ---------------------------------------------------------------------
+SCHEDULE_ATTEMPTS = MetricSpec(
+    prom.Counter,
+    "scheduler_schedule_attempts_total",
+    "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not "
+    "be scheduled, while 'error' means an internal scheduler problem.",
+    ("result", "profile"),
+)
+SCHEDULING_ATTEMPT_DURATION = MetricSpec(
+    prom.Histogram,
+    "scheduler_scheduling_attempt_duration_seconds",
+    "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+    ("result", "profile"),
+    ATTEMPT_BUCKETS,
+)
+PENDING_PODS = MetricSpec(
+    prom.Gauge,
+    "scheduler_pending_pods",
+    "Number of pending pods, by the queue type: 'active' means number of pods in activeQ; "
+    "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+    "unschedulablePods; 'gated' means number of gated pods.",
+    ("queue",),
+)
+PREEMPTION_ATTEMPTS = MetricSpec(
+    prom.Counter, "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now."
+)
+PREEMPTION_VICTIMS = MetricSpec(
+    prom.Histogram, "scheduler_preemption_victims", "Number of selected preemption victims.", (), VICTIM_BUCKETS
+)
+EXTENSION_POINT_DURATION = MetricSpec(
+    prom.Histogram,
+    "scheduler_framework_extension_point_duration_seconds",
+    "Latency for running all plugins of a specific extension point.",
+    ("extension_point", "status", "profile"),
+    EXTENSION_POINT_BUCKETS,
+)
+PLUGIN_EXECUTION_DURATION = MetricSpec(
+    prom.Histogram,
+    "scheduler_plugin_execution_duration_seconds",
+    "Duration for running a plugin at a specific extension point.",
+    ("plugin", "extension_point", "status"),
+    PLUGIN_BUCKETS,
+)
+PODGROUP_SCHEDULE_ATTEMPTS = MetricSpec(
+    prom.Counter,
+    "scheduler_podgroup_schedule_attempts_total",
+    "Number of attempts to schedule pod groups, by the result ('scheduled', 'unschedulable', "
+    "'waiting': placed and waiting at Permit for members still to come, 'error').",
+    ("result", "profile"),
+)
+PODGROUP_SCHEDULING_ATTEMPT_DURATION = MetricSpec(
+    prom.Histogram,
+    "scheduler_podgroup_scheduling_attempt_duration_seconds",
+    "Pod group scheduling attempt latency in seconds (the whole group's cycle).",
+    ("result", "profile"),
+    PODGROUP_BUCKETS,
+)
+
+# -- ours ---------------------------------------------------------------------------------------
+BINDING_DURATION = MetricSpec(
+    prom.Histogram,
+    "custom_scheduler_binding_duration_seconds",
+    "Latency of the binding cycle (PreBind, Bind with its retries, PostBind) in seconds.",
+    ("profile",),
+    BINDING_BUCKETS,
+)
+BIND_RETRIES = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_bind_retries_total",
+    "Binding API calls retried after a transient failure (429, 5xx, connection errors).",
+    ("profile",),
+)
+WATCH_RESTARTS = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_watch_restarts_total",
+    "Watches re-opened, by resource and reason (e.g. 'expired' for 410, 'timeout', 'error', 'closed').",
+    ("resource", "reason"),
+)
+RELISTS = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_relists_total",
+    "Full LISTs after the initial one (after 410 Gone or a broken watch), by resource.",
+    ("resource",),
+)
+EVENTS_DROPPED = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_events_dropped_total",
+    "Kubernetes Events not written because the event queue was full or the write failed.",
+)
+LEADER = MetricSpec(
+    prom.Gauge, "custom_scheduler_leader", "1 while this replica holds the leader Lease (and schedules), else 0."
+)
+CONFIG_RELOAD_FAILURES = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_config_reload_failures_total",
+    "Configuration reloads rejected (invalid file); the previous configuration stays in force.",
+)
+
+
 class Metrics:
     """The daemon's metrics in a private :class:`prometheus_client.CollectorRegistry`.
 
@@ -64,114 +190,24 @@ class Metrics:
             prom.ProcessCollector(registry=r)
             prom.PlatformCollector(registry=r)
             prom.GCCollector(registry=r)
-
-        # -- kube-scheduler's names ---------------------------------------------------------------
-        self.schedule_attempts = prom.Counter(
-            "scheduler_schedule_attempts_total",
-            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not "
-            "be scheduled, while 'error' means an internal scheduler problem.",
-            ["result", "profile"],
-            registry=r,
-        )
-        self.scheduling_attempt_duration = prom.Histogram(
-            "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
-            ["result", "profile"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
-        )
-        self.pending_pods = prom.Gauge(
-            "scheduler_pending_pods",
-            "Number of pending pods, by the queue type: 'active' means number of pods in activeQ; "
-            "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
-            "unschedulablePods; 'gated' means number of gated pods.",
-            ["queue"],
-            registry=r,
-        )
+        self.schedule_attempts = SCHEDULE_ATTEMPTS.build(r)
+        self.scheduling_attempt_duration = SCHEDULING_ATTEMPT_DURATION.build(r)
+        self.pending_pods = PENDING_PODS.build(r)
         for queue in QUEUES:
             self.pending_pods.labels(queue=queue).set(0)
-        self.preemption_attempts = prom.Counter(
-            "scheduler_preemption_attempts_total",
-            "Total preemption attempts in the cluster till now.",
-            registry=r,
-        )
-        self.preemption_victims = prom.Histogram(
-            "scheduler_preemption_victims",
-            "Number of selected preemption victims.",
-            buckets=VICTIM_BUCKETS,
-            registry=r,
-        )
-        self.extension_point_duration = prom.Histogram(
-            "scheduler_framework_extension_point_duration_seconds",
-            "Latency for running all plugins of a specific extension point.",
-            ["extension_point", "status", "profile"],
-            buckets=EXTENSION_POINT_BUCKETS,
-            registry=r,
-        )
-        self.plugin_execution_duration = prom.Histogram(
-            "scheduler_plugin_execution_duration_seconds",
-            "Duration for running a plugin at a specific extension point.",
-            ["plugin", "extension_point", "status"],
-            buckets=PLUGIN_BUCKETS,
-            registry=r,
-        )
-
-        self.podgroup_schedule_attempts = prom.Counter(
-            "scheduler_podgroup_schedule_attempts_total",
-            "Number of attempts to schedule pod groups, by the result ('scheduled', 'unschedulable', "
-            "'waiting': placed and waiting at Permit for members still to come, 'error').",
-            ["result", "profile"],
-            registry=r,
-        )
-        self.podgroup_scheduling_attempt_duration = prom.Histogram(
-            "scheduler_podgroup_scheduling_attempt_duration_seconds",
-            "Pod group scheduling attempt latency in seconds (the whole group's cycle).",
-            ["result", "profile"],
-            buckets=PODGROUP_BUCKETS,
-            registry=r,
-        )
-
-        # -- ours -------------------------------------------------------------------------------
-        self.binding_duration = prom.Histogram(
-            "custom_scheduler_binding_duration_seconds",
-            "Latency of the binding cycle (PreBind, Bind with its retries, PostBind) in seconds.",
-            ["profile"],
-            buckets=BINDING_BUCKETS,
-            registry=r,
-        )
-        self.bind_retries = prom.Counter(
-            "custom_scheduler_bind_retries_total",
-            "Binding API calls retried after a transient failure (429, 5xx, connection errors).",
-            ["profile"],
-            registry=r,
-        )
-        self.watch_restarts = prom.Counter(
-            "custom_scheduler_watch_restarts_total",
-            "Watches re-opened, by resource and reason (e.g. 'expired' for 410, 'timeout', 'error', 'closed').",
-            ["resource", "reason"],
-            registry=r,
-        )
-        self.relists = prom.Counter(
-            "custom_scheduler_relists_total",
-            "Full LISTs after the initial one (after 410 Gone or a broken watch), by resource.",
-            ["resource"],
-            registry=r,
-        )
-        self.events_dropped = prom.Counter(
-            "custom_scheduler_events_dropped_total",
-            "Kubernetes Events not written because the event queue was full or the write failed.",
-            registry=r,
-        )
-        self.leader = prom.Gauge(
-            "custom_scheduler_leader",
-            "1 while this replica holds the leader Lease (and schedules), else 0.",
-            registry=r,
-        )
-        self.config_reload_failures = prom.Counter(
-            "custom_scheduler_config_reload_failures_total",
-            "Configuration reloads rejected (invalid file); the previous configuration stays in force.",
-            registry=r,
-        )
+        self.preemption_attempts = PREEMPTION_ATTEMPTS.build(r)
+        self.preemption_victims = PREEMPTION_VICTIMS.build(r)
+        self.extension_point_duration = EXTENSION_POINT_DURATION.build(r)
+        self.plugin_execution_duration = PLUGIN_EXECUTION_DURATION.build(r)
+        self.podgroup_schedule_attempts = PODGROUP_SCHEDULE_ATTEMPTS.build(r)
+        self.podgroup_scheduling_attempt_duration = PODGROUP_SCHEDULING_ATTEMPT_DURATION.build(r)
+        self.binding_duration = BINDING_DURATION.build(r)
+        self.bind_retries = BIND_RETRIES.build(r)
+        self.watch_restarts = WATCH_RESTARTS.build(r)
+        self.relists = RELISTS.build(r)
+        self.events_dropped = EVENTS_DROPPED.build(r)
+        self.leader = LEADER.build(r)
+        self.config_reload_failures = CONFIG_RELOAD_FAILURES.build(r)
         self._pending_source: Callable[[], Mapping[str, int]] | None = None
 
     # -- hooks for the rest of the daemon -------------------------------------------------------

@@ -1,7 +1,7 @@
 """``custom-scheduler explain POD``: why a pod goes (or would go) where it does, plugin by plugin.
 
 The decision is made by the daemon's own code: the profiles are built with
-:func:`custom_scheduler.server.app.build_frameworks`, the cluster is loaded into the daemon's
+:func:`custom_scheduler.framework.profiles.build_frameworks`, the cluster is loaded into the daemon's
 :class:`~custom_scheduler.core.cache.Cache` (nodes, then assigned non-terminal pods, as the informers
 fill it), and :meth:`Algorithm.schedule <custom_scheduler.core.algorithm.Algorithm.schedule>` runs
 with ``find_all=True`` so that every node gets a verdict and every feasible node a score. On top of
@@ -48,19 +48,21 @@ import os
 import random
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Pod, pod_from_json
+from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
 from custom_scheduler.core.cycle import run_post_filter
 from custom_scheduler.framework.gang_store import GangStore
-from custom_scheduler.framework.interface import PostFilterResult
+from custom_scheduler.framework.interface import FilterPlugin, PostFilterResult
 from custom_scheduler.framework.profiles import build_frameworks
+from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
-from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
+from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
 from custom_scheduler.plugins import dynamic_resources, gang_scheduling
 from custom_scheduler.tools import report
 from custom_scheduler.tools.snapshot import (
@@ -307,8 +309,8 @@ def choose_profile(fwks: Mapping[str, Framework], pod: Pod, requested: str | Non
 
 
 def offline_frameworks(
-    cfg: Any,
-    registry: Any,
+    cfg: SchedulerConfig,
+    registry: Registry,
     state: ClusterState,
     snap: Snapshot,
     nominated: Callable[[str], Sequence[Pod]],
@@ -354,8 +356,8 @@ def preemption_plan(post: PostFilterResult | None) -> PreemptionPlan | None:
 def explain_pod(
     state: ClusterState,
     pod_doc: Mapping[str, Any],
-    cfg: Any,
-    registry: Any,
+    cfg: SchedulerConfig,
+    registry: Registry,
     *,
     profile: str | None = None,
     unbind: bool = True,
@@ -366,27 +368,15 @@ def explain_pod(
     ``unbind``: a pod with ``spec.nodeName`` is removed from its node and explained as pending
     (set False for a pod file that pins ``nodeName`` on purpose, which NodeName then enforces).
     """
-    doc = resolve_priority(dict(pod_doc), state.priority_classes)
-    pod = to_pod(
-        doc,
-        default_uid=f"explain:{doc.get('metadata', {}).get('namespace') or 'default'}/"
-        f"{doc.get('metadata', {}).get('name', '')}",
-    )
-    bound: str | None = None
-    if unbind and pod.node_name:
-        bound = pod.node_name
-        pod = dataclasses.replace(pod, node_name="")
-
+    pod, bound = _as_pending(state, pod_doc, unbind)
     cache = build_cache(state, exclude=(pod.uid, pod.key))
     snap = Snapshot()
-    nominated: dict[str, list[Pod]] = {}
+    nominated = nominated_pods(state, [p.scheduler_name for p in cfg.profiles], exclude=pod.uid)
     # The pod is a member as explained (unbound): it replaces its own state copy.
     gangs = state.gang_store([pod], is_placed=lambda uid: cache.get_pod(uid) is not None)
     fwks = offline_frameworks(cfg, registry, state, snap, lambda node: list(nominated.get(node, ())), gangs=gangs)
     fwk, note = choose_profile(fwks, pod, profile)
-    nominated.update(nominated_pods(state, fwks, exclude=pod.uid))
     cache.update_snapshot(snap)
-
     ex = Explanation(
         pod=pod.key,
         profile=fwk.profile_name,
@@ -395,9 +385,8 @@ def explain_pod(
         filter_plugins=[p.name for p in fwk.filter],
         score_plugins=[(p.name, w) for p, w in fwk.score],
         bound_node=bound,
+        notes=[note] if note else [],
     )
-    if note:
-        ex.notes.append(note)
     pre = fwk.run_pre_enqueue(pod)
     ex.gang = gang_note(pod, fwk, gangs, pre)
     if not pre.is_success:
@@ -405,8 +394,35 @@ def explain_pod(
         ex.gate = Gate(pre.plugin, code_name(pre.code), pre.message)
         ex.message = pre.message
         return ex
-    rng = random.Random(seed)
-    algo = Algorithm(rng=rng, percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score)
+    _attempt(ex, fwk, pod, snap, nominated, random.Random(seed), cfg.percentage_of_nodes_to_score)
+    return ex
+
+
+def _as_pending(state: ClusterState, pod_doc: Mapping[str, Any], unbind: bool) -> tuple[Pod, str | None]:
+    """The pod to explain, and the node it is bound to when ``unbind`` takes it off it (else None)."""
+    doc = resolve_priority(dict(pod_doc), state.priority_classes)
+    pod = to_pod(
+        doc,
+        default_uid=f"explain:{doc.get('metadata', {}).get('namespace') or 'default'}/"
+        f"{doc.get('metadata', {}).get('name', '')}",
+    )
+    if unbind and pod.node_name:
+        return dataclasses.replace(pod, node_name=""), pod.node_name
+    return pod, None
+
+
+def _attempt(
+    ex: Explanation,
+    fwk: Framework,
+    pod: Pod,
+    snap: Snapshot,
+    nominated: Mapping[str, Sequence[Pod]],
+    rng: random.Random,
+    percentage_of_nodes_to_score: int,
+) -> None:
+    """The scheduling attempt the daemon would make, on every node, recorded into ``ex``: the
+    verdicts, and the chosen node with its scores, or why there is none (and PostFilter's plan)."""
+    algo = Algorithm(rng=rng, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
     cs = CycleState(rng)
     result: ScheduleResult | None = None
     statuses: dict[str, Status] = {}
@@ -421,31 +437,10 @@ def explain_pod(
         ex.message = str(fe)
     except (FrameworkError, RuntimeError) as e:
         ex.error = str(e)
-        return ex
-
+        return
     ex.skipped_filter = sorted(cs.skip_filter)
     ex.skipped_score = sorted(cs.skip_score)
-    for ni in sorted(snap.node_list, key=lambda n: n.name):
-        st = statuses.get(ni.name)
-        v = NodeVerdict(ni.name, st is None)
-        if st is not None:
-            v.plugin, v.code, v.reasons = st.plugin, code_name(st.code), list(st.reasons)
-        if not prefilter_rejected and (st is None or st.plugin):
-            for p in fwk.filter:
-                if p.name in cs.skip_filter:
-                    v.checks.append(FilterCheck(p.name, "skip"))
-                    continue
-                try:
-                    s = p.filter(cs, pod, ni)
-                except Exception as e:  # a plugin bug: shown, not raised
-                    v.checks.append(FilterCheck(p.name, "error", f"{type(e).__name__}: {e}"))
-                    continue
-                if s.is_success:
-                    v.checks.append(FilterCheck(p.name, "pass"))
-                else:
-                    v.checks.append(FilterCheck(p.name, "error" if s.code is Code.ERROR else "fail", s.message))
-        ex.verdicts.append(v)
-
+    ex.verdicts = node_verdicts(fwk, cs, pod, snap, statuses, each_filter=not prefilter_rejected)
     if result is not None:
         ex.scores = sorted(result.scores, key=lambda s: (-s.total, s.name))
         top = ex.scores[0].total if ex.scores else None
@@ -458,15 +453,51 @@ def explain_pod(
             "Every node was evaluated; on clusters of 100+ nodes the daemon scores only a sample of the "
             "feasible nodes (percentageOfNodesToScore) and may pick a lower-ranked one."
         )
-    return ex
 
 
-def nominated_pods(state: ClusterState, fwks: Mapping[str, Framework], exclude: str = "") -> dict[str, list[Pod]]:
-    """Pending pods of our profiles with ``status.nominatedNodeName``, by node (the nominator's view)."""
+def node_verdicts(
+    fwk: Framework,
+    cs: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    statuses: Mapping[str, Status],
+    *,
+    each_filter: bool,
+) -> list[NodeVerdict]:
+    """Every node's verdict, by name: the framework's (``statuses``: the first failing plugin) and,
+    with ``each_filter``, every Filter plugin's own, so that all the reasons a node is unfit show.
+    A node PreFilter excluded (a status without a plugin) gets no per-plugin checks."""
+    out: list[NodeVerdict] = []
+    for ni in sorted(snap.node_list, key=lambda n: n.name):
+        st = statuses.get(ni.name)
+        v = NodeVerdict(ni.name, st is None)
+        if st is not None:
+            v.plugin, v.code, v.reasons = st.plugin, code_name(st.code), list(st.reasons)
+        if each_filter and (st is None or st.plugin):
+            v.checks = [_filter_check(p, cs, pod, ni) for p in fwk.filter]
+        out.append(v)
+    return out
+
+
+def _filter_check(plugin: FilterPlugin, cs: CycleState, pod: Pod, ni: NodeInfo) -> FilterCheck:
+    if plugin.name in cs.skip_filter:
+        return FilterCheck(plugin.name, "skip")
+    try:
+        s = plugin.filter(cs, pod, ni)
+    except Exception as e:  # a plugin bug: shown, not raised
+        return FilterCheck(plugin.name, "error", f"{type(e).__name__}: {e}")
+    if s.is_success:
+        return FilterCheck(plugin.name, "pass")
+    return FilterCheck(plugin.name, "error" if s.code is Code.ERROR else "fail", s.message)
+
+
+def nominated_pods(state: ClusterState, profiles: Collection[str], exclude: str = "") -> dict[str, list[Pod]]:
+    """Pending pods of our ``profiles`` (by schedulerName) with ``status.nominatedNodeName``, by node
+    (the nominator's view)."""
     out: dict[str, list[Pod]] = {}
     for doc in state.pending_pods():
         p = pod_from_json(doc)
-        if p.nominated_node_name and p.scheduler_name in fwks and p.uid != exclude and not p.deleting:
+        if p.nominated_node_name and p.scheduler_name in profiles and p.uid != exclude and not p.deleting:
             out.setdefault(p.nominated_node_name, []).append(p)
     return out
 
@@ -504,7 +535,7 @@ def load_pod_file(path: str) -> dict[str, Any]:
     return pods[0]
 
 
-def explain_command(args: argparse.Namespace, registry: Any) -> Explanation:
+def explain_command(args: argparse.Namespace, registry: Registry) -> Explanation:
     """Resolve the inputs of ``explain`` (live or offline) and explain. Raises ToolError, KubeError."""
     from custom_scheduler.kube import api_errors as kerrors
     from custom_scheduler.kube.client import pod_path

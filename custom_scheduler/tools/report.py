@@ -2,8 +2,8 @@
 
 Everything here renders the plain dicts that ``-o json`` / ``-o yaml`` print
 (:meth:`~custom_scheduler.tools.explain.Explanation.to_dict`,
-:meth:`~custom_scheduler.tools.simulate.SimulationResult.to_dict`), so the human and machine views
-can never disagree. The HTML page is self-contained: inline CSS and SVG, no scripts, no fonts.
+:meth:`~custom_scheduler.tools.simulation_result.SimulationResult.to_dict`), so the human and
+machine views can never disagree. The HTML page is self-contained: inline CSS and SVG, no scripts, no fonts.
 """
 
 from __future__ import annotations
@@ -127,10 +127,35 @@ def plural(n: int, word: str) -> str:
 
 
 def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, width: int = WIDTH) -> str:
-    """The human view of an explanation."""
-    out: list[str] = []
+    """The human view of an explanation: the pod, then (unless it errs or is gated) the filters,
+    the scores, the result and whether it agrees with the pod's binding."""
+    out = _explain_head(d, width)
+    if d.get("error"):
+        out.append("")
+        out.extend(wrap_text(f"Error: {d['error']}", width, "  ", first=""))
+        return "\n".join(out) + "\n"
+    if d.get("gang"):
+        out.append("")
+        out.extend(gang_lines(d["gang"], width))
+    if d.get("gated"):
+        out.extend(_gate_lines(d["gated"], width))
+        out.extend(_note_lines(d, width))
+        return "\n".join(out) + "\n"
+    out.extend(_filter_summary(d, width))
+    if wide:
+        out.append("")
+        out.extend(_filter_matrix(d, width))
+    if d.get("scores"):
+        out.extend(_score_section(d, wide=wide, top=top, width=width))
+    out.extend(_result_lines(d, width))
+    out.extend(_agreement_lines(d, width))
+    out.extend(_note_lines(d, width))
+    return "\n".join(out) + "\n"
+
+
+def _explain_head(d: Mapping[str, Any], width: int) -> list[str]:
     head = f"Pod {d['pod']}, profile {d['profile']}, {plural(d['nodesTotal'], 'node')} ({d['cluster']})"
-    out.extend(wrap_text(head, width))
+    out = wrap_text(head, width)
     if d.get("boundNode"):
         out.extend(
             wrap_text(
@@ -139,40 +164,33 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
                 width,
             )
         )
-    if d.get("error"):
-        out.append("")
-        out.extend(wrap_text(f"Error: {d['error']}", width, "  ", first=""))
-        return "\n".join(out) + "\n"
-    if d.get("gang"):
-        out.append("")
-        out.extend(gang_lines(d["gang"], width))
-    gate = d.get("gated")
-    if gate:
-        out.append("")
-        out.append("Result: gated (not attempted)")
-        out.extend(wrap_text(gate["message"], width, "  "))
-        until = (
-            "its PodGroup exists and has minCount members (a PodGroup created, its minCount lowered, or "
-            "a member created)"
-            if gate["plugin"] == "GangScheduling"
-            else "the pod is updated so that it passes (for SchedulingGates: every gate removed)"
-        )
-        out.extend(
-            wrap_text(
-                f"PreEnqueue plugin {gate['plugin']} keeps the pod out of the scheduling queue: the scheduler "
-                f"makes no attempt (no event, no PodScheduled condition) until {until}.",
-                width,
-                "  ",
-                first="",
-            )
-        )
-        for note in d.get("notes") or ():
-            out.extend(wrap_text(note, width, "  ", first="Note: "))
-        return "\n".join(out) + "\n"
+    return out
 
-    # Filters, grouped by (plugin, reason).
-    out.append("")
-    out.append(f"Filters: {d['feasibleNodes']} of {plural(d['nodesTotal'], 'node')} feasible")
+
+def _gate_lines(gate: Mapping[str, Any], width: int) -> list[str]:
+    """Why a gated pod has no verdicts, and what lets it in."""
+    out = ["", "Result: gated (not attempted)"]
+    out.extend(wrap_text(gate["message"], width, "  "))
+    until = (
+        "its PodGroup exists and has minCount members (a PodGroup created, its minCount lowered, or a member created)"
+        if gate["plugin"] == "GangScheduling"
+        else "the pod is updated so that it passes (for SchedulingGates: every gate removed)"
+    )
+    out.extend(
+        wrap_text(
+            f"PreEnqueue plugin {gate['plugin']} keeps the pod out of the scheduling queue: the scheduler "
+            f"makes no attempt (no event, no PodScheduled condition) until {until}.",
+            width,
+            "  ",
+            first="",
+        )
+    )
+    return out
+
+
+def _filter_summary(d: Mapping[str, Any], width: int) -> list[str]:
+    """The nodes grouped by (plugin, reason): the feasible ones last, the largest group first."""
+    out = ["", f"Filters: {d['feasibleNodes']} of {plural(d['nodesTotal'], 'node')} feasible"]
     groups: dict[tuple[str, str], list[str]] = {}
     for n in d["nodes"]:
         key = ("", "feasible") if n["feasible"] else (n["plugin"] or "PreFilter", ", ".join(n["reasons"]))
@@ -187,32 +205,34 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
         out.extend(wrap_words(names, width, " " * (5 + count_w + 2)))
     if d.get("skipped", {}).get("filter"):
         out.extend(wrap_text(f"(skipped by PreFilter: {', '.join(d['skipped']['filter'])})", width, "   ", first="  "))
+    return out
 
-    if wide:
-        out.append("")
-        out.extend(_filter_matrix(d, width))
 
-    scores = d.get("scores") or []
-    if scores:
-        out.append("")
-        out.extend(_score_matrix(d, width))
-        shown = scores if (wide or top <= 0) else scores[:top]
-        out.append("")
-        title = "Score detail" + ("" if len(shown) == len(scores) else f" (top {len(shown)} of {len(scores)})")
-        out.append(title)
-        rows: list[list[Any]] = []
-        for s in shown:
-            first = True
-            for p in s["plugins"]:
-                rows.append(
-                    [s["node"] if first else "", p["plugin"], p["weight"], p["raw"], p["normalized"], p["weighted"]]
-                )
-                first = False
-            rows.append(["" if not first else s["node"], "= total", "", "", "", s["total"]])
-        out.extend(table(["NODE", "PLUGIN", "WEIGHT", "RAW", "NORMALISED", "WEIGHTED"], rows, right=(2, 3, 4, 5)))
-
-    res = d["result"]
+def _score_section(d: Mapping[str, Any], *, wide: bool, top: int, width: int) -> list[str]:
+    """The score matrix, then each shown node's plugin-by-plugin detail (``top`` of them unless wide)."""
+    scores = d["scores"]
+    out = [""]
+    out.extend(_score_matrix(d, width))
+    shown = scores if (wide or top <= 0) else scores[:top]
     out.append("")
+    out.append("Score detail" + ("" if len(shown) == len(scores) else f" (top {len(shown)} of {len(scores)})"))
+    rows: list[list[Any]] = []
+    for s in shown:
+        first = True
+        for p in s["plugins"]:
+            rows.append(
+                [s["node"] if first else "", p["plugin"], p["weight"], p["raw"], p["normalized"], p["weighted"]]
+            )
+            first = False
+        rows.append(["" if not first else s["node"], "= total", "", "", "", s["total"]])
+    out.extend(table(["NODE", "PLUGIN", "WEIGHT", "RAW", "NORMALISED", "WEIGHTED"], rows, right=(2, 3, 4, 5)))
+    return out
+
+
+def _result_lines(d: Mapping[str, Any], width: int) -> list[str]:
+    """The chosen node (and its ties), or why there is none and what preemption would do."""
+    res = d["result"]
+    out = [""]
     if res["schedulable"]:
         ties = res.get("ties") or []
         line = f"Result: {res['node']} (score {res['score']})"
@@ -220,36 +240,39 @@ def explain_text(d: Mapping[str, Any], *, wide: bool = False, top: int = 3, widt
             others = [t for t in ties if t != res["node"]]
             line += f"; tied with {', '.join(others)}: the scheduler picks one of the {len(ties)} at random"
         out.extend(wrap_text(line, width, "  ", first=""))
-    else:
-        out.append("Result: unschedulable")
-        out.extend(wrap_text(res["message"], width, "  "))
-        pre = d.get("preemption")
-        if pre:
-            victims = ", ".join(pre["victims"]) or "no pods"
-            out.extend(
-                wrap_text(
-                    f"Preemption: the daemon would evict {victims} on {pre['node']} and nominate that node; "
-                    "the pod is scheduled there once they are gone (explain evicts nothing).",
-                    width,
-                    "  ",
-                    first="",
-                )
+        return out
+    out.append("Result: unschedulable")
+    out.extend(wrap_text(res["message"], width, "  "))
+    pre = d.get("preemption")
+    if pre:
+        victims = ", ".join(pre["victims"]) or "no pods"
+        out.extend(
+            wrap_text(
+                f"Preemption: the daemon would evict {victims} on {pre['node']} and nominate that node; "
+                "the pod is scheduled there once they are gone (explain evicts nothing).",
+                width,
+                "  ",
+                first="",
             )
+        )
+    return out
+
+
+def _agreement_lines(d: Mapping[str, Any], width: int) -> list[str]:
     agree = d.get("agreesWithBinding")
-    if agree is not None:
-        if agree:
-            out.append(f"Agrees with the binding: {d['boundNode']} is {_top_word(res)}.")
-        else:
-            out.extend(
-                wrap_text(
-                    f"Differs from the binding ({d['boundNode']}): the cluster changed since the pod was "
-                    "scheduled (pods added or removed), or the config differs from the daemon's.",
-                    width,
-                )
-            )
-    for note in d.get("notes") or ():
-        out.extend(wrap_text(note, width, "  ", first="Note: "))
-    return "\n".join(out) + "\n"
+    if agree is None:
+        return []
+    if agree:
+        return [f"Agrees with the binding: {d['boundNode']} is {_top_word(d['result'])}."]
+    return wrap_text(
+        f"Differs from the binding ({d['boundNode']}): the cluster changed since the pod was "
+        "scheduled (pods added or removed), or the config differs from the daemon's.",
+        width,
+    )
+
+
+def _note_lines(d: Mapping[str, Any], width: int) -> list[str]:
+    return [ln for note in d.get("notes") or () for ln in wrap_text(note, width, "  ", first="Note: ")]
 
 
 def gang_lines(g: Mapping[str, Any], width: int = WIDTH) -> list[str]:
@@ -340,9 +363,30 @@ def _pct(u: Mapping[str, Any]) -> str:
 
 
 def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
-    """The human view of a simulation: placements, unschedulable pods, utilisation."""
+    """The human view of a simulation: placements, the pods not placed and why, utilisation."""
+    out = _simulation_summary(d, width)
+    if d["placements"]:
+        out.extend(_placements_table(d["placements"], width))
+    out.extend(_pod_messages("Unschedulable", d["unschedulablePods"], width))
+    out.extend(_pod_messages("Gated (held back by PreEnqueue: never attempted)", d.get("gatedPods"), width))
+    if d.get("groups"):
+        out.extend(_groups_table(d["groups"], width))
+    out.extend(
+        _pod_messages("Waiting at Permit (assumed, not bound, when the simulation ended)", d.get("waitingPods"), width)
+    )
+    if d.get("preempted"):
+        out.append("")
+        out.append("Preempted (evicted to make room for a higher-priority pod)")
+        out.extend(table(["POD", "NODE", "FOR"], [[p["pod"], p["node"], p["by"]] for p in d["preempted"]], width=width))
+    out.extend(_pod_messages("Errors", d["errorPods"], width))
+    out.extend(_utilisation_table(d["utilisation"], width))
+    out.extend(_note_lines(d, width))
+    return "\n".join(out) + "\n"
+
+
+def _simulation_summary(d: Mapping[str, Any], width: int) -> list[str]:
     s = d["summary"]
-    out = wrap_text(
+    return wrap_text(
         f"Simulated {plural(s['pods'], 'pod')} on {plural(s['nodes'], 'node')} ({d['cluster']}), "
         f"profile {d['profile']}, seed {d['seed']}: {s['placed']} placed, {s['unschedulable']} unschedulable"
         + (f", {s['errors']} errors" if s["errors"] else "")
@@ -351,68 +395,58 @@ def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
         + (f", {s['waiting']} waiting" if s.get("waiting") else ""),
         width,
     )
-    if d["placements"]:
-        out.append("")
-        out.append("Placements (in the order the scheduler placed them)")
-        rows = []
-        for p in d["placements"]:
-            note = []
-            if len(p["ties"]) > 1:
-                note.append(f"tie of {len(p['ties'])}")
-            if p["attempts"] > 1:
-                note.append(f"attempt {p['attempts']}")
-            rows.append([p["order"], p["pod"], p["node"], "" if p["score"] is None else p["score"], ", ".join(note)])
-        out.extend(table(["#", "POD", "NODE", "SCORE", "NOTE"], rows, right=(0, 3), shrink=1, width=width))
-    if d["unschedulablePods"]:
-        out.append("")
-        out.append("Unschedulable")
-        for u in d["unschedulablePods"]:
-            out.append(f"  {u['pod']}")
-            out.extend(wrap_text(u["message"], width, "      "))
-    if d.get("gatedPods"):
-        out.append("")
-        out.append("Gated (held back by PreEnqueue: never attempted)")
-        for u in d["gatedPods"]:
-            out.append(f"  {u['pod']}")
-            out.extend(wrap_text(u["message"], width, "      "))
-    if d.get("groups"):
-        out.append("")
-        out.append("Pod groups (all or nothing: a gang is placed whole or not at all)")
-        rows = [
-            [
-                g["key"],
-                g["api"],
-                "-" if g["minCount"] is None else g["minCount"],
-                f"{g['placed']}/{g['members']}",
-                g["result"],
-            ]
-            for g in d["groups"]
-        ]
-        out.extend(table(["GROUP", "API", "MIN", "PLACED", "RESULT"], rows, right=(2, 3), shrink=0, width=width))
-        for g in (g for g in d["groups"] if g["message"]):
-            out.append(f"  {g['key']}")
-            out.extend(wrap_text(g["message"], width, "      "))
-    if d.get("waitingPods"):
-        out.append("")
-        out.append("Waiting at Permit (assumed, not bound, when the simulation ended)")
-        for u in d["waitingPods"]:
-            out.append(f"  {u['pod']}")
-            out.extend(wrap_text(u["message"], width, "      "))
-    if d.get("preempted"):
-        out.append("")
-        out.append("Preempted (evicted to make room for a higher-priority pod)")
-        out.extend(table(["POD", "NODE", "FOR"], [[p["pod"], p["node"], p["by"]] for p in d["preempted"]], width=width))
-    if d["errorPods"]:
-        out.append("")
-        out.append("Errors")
-        for u in d["errorPods"]:
-            out.append(f"  {u['pod']}")
-            out.extend(wrap_text(u["message"], width, "      "))
-    out.append("")
-    out.append("Node utilisation (requested / allocatable, before -> after)")
+
+
+def _placements_table(placements: Sequence[Mapping[str, Any]], width: int) -> list[str]:
+    out = ["", "Placements (in the order the scheduler placed them)"]
     rows = []
-    has_ext = any(u["after"].get("extended") for u in d["utilisation"])
-    for u in d["utilisation"]:
+    for p in placements:
+        note = []
+        if len(p["ties"]) > 1:
+            note.append(f"tie of {len(p['ties'])}")
+        if p["attempts"] > 1:
+            note.append(f"attempt {p['attempts']}")
+        rows.append([p["order"], p["pod"], p["node"], "" if p["score"] is None else p["score"], ", ".join(note)])
+    out.extend(table(["#", "POD", "NODE", "SCORE", "NOTE"], rows, right=(0, 3), shrink=1, width=width))
+    return out
+
+
+def _pod_messages(title: str, pods: Sequence[Mapping[str, Any]] | None, width: int) -> list[str]:
+    """A titled list of pods, each with its message below it (nothing when there are none)."""
+    if not pods:
+        return []
+    out = ["", title]
+    for u in pods:
+        out.append(f"  {u['pod']}")
+        out.extend(wrap_text(u["message"], width, "      "))
+    return out
+
+
+def _groups_table(groups: Sequence[Mapping[str, Any]], width: int) -> list[str]:
+    out = ["", "Pod groups (all or nothing: a gang is placed whole or not at all)"]
+    rows = [
+        [
+            g["key"],
+            g["api"],
+            "-" if g["minCount"] is None else g["minCount"],
+            f"{g['placed']}/{g['members']}",
+            g["result"],
+        ]
+        for g in groups
+    ]
+    out.extend(table(["GROUP", "API", "MIN", "PLACED", "RESULT"], rows, right=(2, 3), shrink=0, width=width))
+    for g in (g for g in groups if g["message"]):
+        out.append(f"  {g['key']}")
+        out.extend(wrap_text(g["message"], width, "      "))
+    return out
+
+
+def _utilisation_table(usages: Sequence[Mapping[str, Any]], width: int) -> list[str]:
+    """Each node's requests before -> after; lines too long for ``width`` are cut in the middle."""
+    out = ["", "Node utilisation (requested / allocatable, before -> after)"]
+    rows = []
+    has_ext = any(u["after"].get("extended") for u in usages)
+    for u in usages:
         b, a = u["before"], u["after"]
         row = [
             u["node"],
@@ -431,9 +465,7 @@ def simulation_text(d: Mapping[str, Any], *, width: int = WIDTH) -> str:
     headers = ["NODE", "CPU", "MEMORY", "PODS"] + (["EXTENDED"] if has_ext else [])
     lines = table(headers, rows, width=width * 10)
     out.extend(ln if len(ln) <= width else ellipsize(ln, width) for ln in lines)
-    for note in d.get("notes") or ():
-        out.extend(wrap_text(note, width, "  ", first="Note: "))
-    return "\n".join(out) + "\n"
+    return out
 
 
 _CSS = """

@@ -1,7 +1,8 @@
 """``custom-scheduler simulate``: place pending pods on a cluster snapshot, offline, as the daemon would.
 
-The same objects as the daemon decide: the profiles come from
-:func:`custom_scheduler.server.app.build_frameworks`, the cluster lives in the daemon's
+The same objects as the daemon decide, wired as the daemon wires them
+(:func:`custom_scheduler.core.assembly.assemble`): the profiles come from
+:func:`custom_scheduler.framework.profiles.build_frameworks`, the cluster lives in the daemon's
 :class:`~custom_scheduler.core.cache.Cache`, each cycle refreshes one
 :class:`~custom_scheduler.framework.types.Snapshot` from it, and
 :meth:`Algorithm.schedule <custom_scheduler.core.algorithm.Algorithm.schedule>` picks the node
@@ -51,25 +52,29 @@ import json
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Pod
+from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import queue as q
-from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.assembly import FrameworkInputs, Ports, assemble
 from custom_scheduler.core.binding import Executor
 from custom_scheduler.core.cycle import Decision
-from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import RecordingEvents
-from custom_scheduler.core.scheduler import Scheduler
 from custom_scheduler.framework.evictor import MemoryEvictor
-from custom_scheduler.framework.gang_store import GangStore
+from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
-from custom_scheduler.framework.types import NodeInfo, Snapshot
 from custom_scheduler.plugins import gang_scheduling
 from custom_scheduler.tools import report
 from custom_scheduler.tools.explain import choose_profile, offline_frameworks
+from custom_scheduler.tools.simulation_result import (
+    Outcome,
+    Preemption,
+    SimulationResult,
+    group_outcomes,
+    usage,
+)
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
     ClusterState,
@@ -90,209 +95,6 @@ from custom_scheduler.tools.snapshot import (
 MAX_ATTEMPTS = 20
 
 
-@dataclass(slots=True)
-class Preemption:
-    """One victim of a simulated preemption."""
-
-    pod: str
-    node: str
-    by: str
-
-
-@dataclass(slots=True)
-class Usage:
-    requested: int
-    allocatable: int
-
-    @property
-    def percent(self) -> float | None:
-        return None if self.allocatable <= 0 else 100.0 * self.requested / self.allocatable
-
-    def to_dict(self) -> dict[str, Any]:
-        p = self.percent
-        pct = None if p is None else round(p, 1)
-        return {"requested": self.requested, "allocatable": self.allocatable, "percent": pct}
-
-
-@dataclass(slots=True)
-class NodeUsage:
-    node: str
-    cpu: Usage
-    memory: Usage
-    pods: Usage
-    extended: dict[str, Usage] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, ni: NodeInfo) -> NodeUsage:
-        alloc, req = ni.allocatable, ni.requested
-        return cls(
-            ni.name,
-            Usage(req.milli_cpu, alloc.milli_cpu),
-            Usage(req.memory, alloc.memory),
-            Usage(len(ni.pods), alloc.allowed_pods),
-            {k: Usage(req.scalar.get(k, 0), v) for k, v in sorted(alloc.scalar.items()) if v > 0},
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cpu": self.cpu.to_dict(),
-            "memory": self.memory.to_dict(),
-            "pods": self.pods.to_dict(),
-            "extended": {k: u.to_dict() for k, u in self.extended.items()},
-        }
-
-    def over_allocatable(self) -> list[str]:
-        """Resources requested beyond allocatable (empty when the node is not over-committed)."""
-        main = (("cpu", self.cpu), ("memory", self.memory), ("pods", self.pods))
-        out = [n for n, u in main if u.requested > u.allocatable]
-        out.extend(k for k, u in self.extended.items() if u.requested > u.allocatable)
-        return out
-
-
-@dataclass(slots=True)
-class Outcome:
-    """The last attempt for one pod."""
-
-    pod: str
-    profile: str
-    result: str = "pending"  # scheduled | unschedulable | preempted | error | gated | waiting
-    node: str = ""
-    score: int | None = None
-    ties: list[str] = field(default_factory=list)
-    message: str = ""
-    attempts: int = 0
-    order: int = 0  # 1-based position among placements
-
-
-@dataclass(slots=True)
-class GroupOutcome:
-    """Where one PodGroup of the simulated pods ended (``min_count`` None: no such PodGroup).
-
-    ``members`` counts every member the gang store knows (the snapshot's bound ones too),
-    ``placed`` those bound at the end, ``pods`` the simulated members in file order."""
-
-    key: str
-    api: str  # the PodGroup's apiVersion
-    min_count: int | None
-    result: str  # scheduled | unschedulable | waiting | gated
-    members: int
-    placed: int
-    message: str = ""
-    pods: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "api": self.api,
-            "minCount": self.min_count,
-            "result": self.result,
-            "members": self.members,
-            "placed": self.placed,
-            "message": self.message,
-            "pods": list(self.pods),
-        }
-
-
-def group_outcome(
-    group: gang.PodGroup | None,
-    pods: Sequence[Outcome],
-    *,
-    held: str | None,
-    members: int,
-    placed: int,
-    assumed_or_bound: int,
-    failure: str,
-) -> tuple[str, str]:
-    """A group's (result, message) from where its members ended: ``gated`` while the barrier
-    (``held``: its message) keeps them out of the queue, ``scheduled`` once minCount are bound
-    (1 for a basic group), ``waiting`` while members wait at Permit for the rest (with
-    PlacementFeasible's count), else ``unschedulable`` with the last group cycle's message
-    (``failure``, its FailedScheduling event) or a member's."""
-    if held is not None:
-        return "gated", held
-    need = group.min_count if group is not None and group.gang else 1
-    if placed >= need:
-        return "scheduled", ""
-    if group is not None and any(o.result == "waiting" for o in pods):
-        left = members - assumed_or_bound
-        v = gang.placement_verdict(group, already_placed=assumed_or_bound, placed=0, remaining=left)
-        return "waiting", v.message
-    if failure:
-        return "unschedulable", failure
-    return "unschedulable", next((o.message for o in pods if o.message), "")
-
-
-@dataclass(slots=True)
-class SimulationResult:
-    cluster: str
-    profile: str
-    seed: int
-    outcomes: list[Outcome]
-    before: list[NodeUsage]
-    after: list[NodeUsage]
-    notes: list[str] = field(default_factory=list)
-    preempted: list[Preemption] = field(default_factory=list)
-    groups: list[GroupOutcome] = field(default_factory=list)
-
-    @property
-    def placements(self) -> list[Outcome]:
-        return sorted((o for o in self.outcomes if o.result == "scheduled"), key=lambda o: o.order)
-
-    def placement_map(self) -> dict[str, str]:
-        """``namespace/name`` → node, for placed pods."""
-        return {o.pod: o.node for o in self.placements}
-
-    def to_dict(self) -> dict[str, Any]:
-        before = {u.node: u for u in self.before}
-        unsched = [o for o in self.outcomes if o.result == "unschedulable"]
-        errors = [o for o in self.outcomes if o.result == "error"]
-        gated = [o for o in self.outcomes if o.result == "gated"]
-        waiting = [o for o in self.outcomes if o.result == "waiting"]
-        return {
-            "cluster": self.cluster,
-            "profile": self.profile,
-            "seed": self.seed,
-            "summary": {
-                "nodes": len(self.after),
-                "pods": len(self.outcomes),
-                "placed": len(self.placements),
-                "unschedulable": len(unsched),
-                "errors": len(errors),
-                "preempted": len(self.preempted),
-                "gated": len(gated),
-                "waiting": len(waiting),
-            },
-            "placements": [
-                {
-                    "order": o.order,
-                    "pod": o.pod,
-                    "node": o.node,
-                    "score": o.score,
-                    "ties": list(o.ties),
-                    "attempts": o.attempts,
-                    "profile": o.profile,
-                }
-                for o in self.placements
-            ],
-            "unschedulablePods": [{"pod": o.pod, "message": o.message, "attempts": o.attempts} for o in unsched],
-            "gatedPods": [{"pod": o.pod, "message": o.message} for o in gated],
-            "waitingPods": [{"pod": o.pod, "node": o.node, "message": o.message} for o in waiting],
-            "preempted": [{"pod": p.pod, "node": p.node, "by": p.by} for p in self.preempted],
-            "errorPods": [{"pod": o.pod, "message": o.message, "attempts": o.attempts} for o in errors],
-            "groups": [g.to_dict() for g in self.groups],
-            "utilisation": [
-                {"node": u.node, "before": before[u.node].to_dict(), "after": u.to_dict()}
-                for u in self.after
-                if u.node in before
-            ],
-            "notes": list(self.notes),
-        }
-
-
-def usage(snap: Snapshot) -> list[NodeUsage]:
-    return [NodeUsage.of(ni) for ni in sorted(snap.node_list, key=lambda n: n.name)]
-
-
 def _pending(doc: Mapping[str, Any], index: int, priority_classes: Sequence[Mapping[str, Any]]) -> Pod:
     d = copy.deepcopy(dict(doc))
     d = resolve_priority(d, priority_classes)
@@ -300,6 +102,28 @@ def _pending(doc: Mapping[str, Any], index: int, priority_classes: Sequence[Mapp
     spec.pop("nodeName", None)
     d.pop("status", None)
     return to_pod(d, default_uid=f"simulate:{index}:{pod_key(d)}")
+
+
+def pending_pods(state: ClusterState, pod_docs: Sequence[Mapping[str, Any]]) -> list[Pod]:
+    """``pod_docs`` as pending pods (``spec.nodeName`` and status dropped), in file order. Raises
+    :class:`ToolError` for pods given twice or already assigned in ``state``: placing one again
+    would count it twice."""
+    pods = [_pending(doc, i, state.priority_classes) for i, doc in enumerate(pod_docs)]
+    seen: dict[str, int] = {}
+    for p in pods:
+        seen[p.key] = seen.get(p.key, 0) + 1
+    dups = sorted(k for k, n in seen.items() if n > 1)
+    if dups:
+        raise ToolError(f"pods given more than once: {', '.join(dups[:10])}")
+    existing = {pod_key(d): d.get("spec", {}).get("nodeName") for d in state.assigned_pods()}
+    clash = sorted(k for k in seen if k in existing)
+    if clash:
+        raise ToolError(
+            f"pod {clash[0]} is already assigned to {existing[clash[0]]} in the cluster snapshot"
+            + (f" (and {len(clash) - 1} more)" if len(clash) > 1 else "")
+            + "; remove it from the snapshot or from the pods file"
+        )
+    return pods
 
 
 class _VirtualClock:
@@ -318,8 +142,8 @@ class _VirtualClock:
 def simulate(
     state: ClusterState,
     pod_docs: Sequence[Mapping[str, Any]],
-    cfg: Any,
-    registry: Any,
+    cfg: SchedulerConfig,
+    registry: Registry,
     *,
     seed: int | None = None,
     profile: str | None = None,
@@ -331,73 +155,177 @@ def simulate(
     """
     if seed is None:
         seed = random.randrange(2**31)
-    pods = [_pending(doc, i, state.priority_classes) for i, doc in enumerate(pod_docs)]
-    seen: dict[str, int] = {}
-    for p in pods:
-        seen[p.key] = seen.get(p.key, 0) + 1
-    dups = sorted(k for k, n in seen.items() if n > 1)
-    if dups:
-        raise ToolError(f"pods given more than once: {', '.join(dups[:10])}")
-    existing = {pod_key(d): d.get("spec", {}).get("nodeName") for d in state.assigned_pods()}
-    clash = sorted(k for k in seen if k in existing)
-    if clash:
-        raise ToolError(
-            f"pod {clash[0]} is already assigned to {existing[clash[0]]} in the cluster snapshot"
-            + (f" (and {len(clash) - 1} more)" if len(clash) > 1 else "")
-            + "; remove it from the snapshot or from the pods file"
+    pods = pending_pods(state, pod_docs)
+    sim = Simulation(state, cfg, registry, seed=seed)
+    sim.feed(pods, profile)
+    sim.run_until_idle()
+    return sim.result(profile)
+
+
+class Simulation:
+    """One simulation: the daemon's Scheduler (:func:`assemble`) with offline ports, fed the pods
+    at once and run until nothing is left to try.
+
+    The ports: a virtual clock for the queue's backoffs and Permit's timeouts, decisions confirmed
+    at once (as the watch would confirm a bind), victims removed from the cache at once, events
+    recorded in memory. The outcome of each pod is kept where the daemon would tell the API server:
+    a failure by the PodScheduled condition (:meth:`_failed`), a placement by the confirmation of
+    its bind (:meth:`_confirm`), a preemption by its victims' deletion (:meth:`_victim_gone`).
+    """
+
+    def __init__(self, state: ClusterState, cfg: SchedulerConfig, registry: Registry, *, seed: int) -> None:
+        self.state = state
+        self.seed = seed
+        self._registry = registry
+        self.cache = build_cache(state)
+        self.clock = _VirtualClock()
+        self.outcomes: dict[str, Outcome] = {}
+        self.preempted: list[Preemption] = []
+        self.notes: list[str] = []
+        self.queued: list[Pod] = []  # as fed, with the profile chosen for each
+        self._fed: dict[str, Pod] = {}  # uid -> its pod in ``queued``, the version before its bind
+        self._placed = 0
+        # PodGroups and their members as the daemon's informers fill the store; "placed" is the
+        # cache's view, as in the daemon (an assumption counts before any bind).
+        self.gangs = state.gang_store(is_placed=self._is_placed, pending=False)
+        self.group_failures: dict[tuple[str, str], str] = {}  # (api, PodGroup) -> its last failure
+        self.events = _Events(self._failed)
+        ports = Ports(
+            events=self.events,
+            evictor=MemoryEvictor(self._victim_gone),
+            executor=Executor(),
+            confirm=self._confirm,
+            rng=random.Random(seed),
+            on_decision=self._decided,
+        )
+        assembly = assemble(cfg, self.cache, self._frameworks, ports, clock=self.clock)
+        self.scheduler, self.queue = assembly.scheduler, assembly.queue
+        self.scheduler.cycle.detail = True
+        self.cache.update_snapshot(self.scheduler.snapshot)
+        self.before = usage(self.scheduler.snapshot)
+
+    @property
+    def profiles(self) -> dict[str, Framework]:
+        return self.scheduler.profiles
+
+    def _frameworks(self, cfg: SchedulerConfig, inputs: FrameworkInputs) -> dict[str, Framework]:
+        return offline_frameworks(
+            cfg,
+            self._registry,
+            self.state,
+            inputs.snapshot,
+            inputs.nominated,
+            gangs=self.gangs,
+            event_sink=self._plugin_event,
+            activator=inputs.activate,
+            permit_clock=self.clock,
         )
 
-    # The daemon's Scheduler with offline ports: a virtual clock for the queue's backoffs,
-    # decisions confirmed at once (as the watch would confirm a bind), victims removed from the
-    # cache at once, events recorded in memory.
-    cache = build_cache(state)
-    clock = _VirtualClock()
-    outcomes: dict[str, Outcome] = {}
-    preempted: list[Preemption] = []
-    placed = 0
-    sort_holder: list[Framework] = []
-    queue = q.SchedulingQueue(
-        lambda a, b: sort_holder[0].queue_sort.less(a.pod, a.timestamp, b.pod, b.timestamp),
-        initial_backoff=float(cfg.pod_initial_backoff_seconds),
-        max_backoff=float(cfg.pod_max_backoff_seconds),
-        clock=clock,
-        pre_enqueue=lambda pod: sched.pre_enqueue(pod),  # noqa: PLW0108 - sched is built below
-    )
-    by_uid: dict[str, Pod] = {}
-    # PodGroups and their members as the daemon's informers fill the store; "placed" is the
-    # cache's view, as in the daemon (an assumption counts before any bind).
-    gangs = state.gang_store(is_placed=lambda uid: cache.get_pod(uid) is not None, pending=False)
+    # -- the steps --------------------------------------------------------------------------------
+    def feed(self, pods: Sequence[Pod], profile: str | None) -> None:
+        """Queue ``pods`` as if all arrived at once, each scheduled by ``profile`` or its own."""
+        for p in pods:
+            fwk, note = choose_profile(self.profiles, p, profile)
+            self._note_profile(p, fwk, bool(note))
+            # The pod is scheduled by the profile chosen for it, as the daemon schedules its own.
+            pod = dataclasses.replace(p, scheduler_name=fwk.profile_name) if p.scheduler_name != fwk.profile_name else p
+            self.outcomes[pod.uid] = Outcome(pod.key, fwk.profile_name)
+            self._fed[pod.uid] = pod
+            self.queued.append(pod)
+        # Every member exists before any is queued (all pods arrive at once): the barrier then
+        # counts a gang's whole file, as the daemon does once the informer has seen all of it.
+        for pod in self.queued:
+            self.gangs.member_added(pod)
+        for pod in self.queued:
+            self.scheduler.on_pod_add(pod)
 
-    def failed(pod: Pod, reason: str, message: str) -> None:
-        out = outcomes.get(pod.uid)
+    def run_until_idle(self) -> None:
+        """Schedule until nothing is left to try, skipping the clock over backoffs: at most
+        :data:`MAX_ATTEMPTS` cycles per fed pod in all, so pods that keep preempting and still do
+        not fit cannot loop for ever."""
+        self.scheduler.run_until_idle(self.clock.advance, max_cycles=MAX_ATTEMPTS * max(1, len(self.queued)))
+
+    def result(self, profile: str | None) -> SimulationResult:
+        """Where every fed pod ended, the nodes' usage before and after, and each group's outcome
+        (once, after :meth:`run_until_idle`: the pods still gated or waiting are marked now)."""
+        held = self._settle_unplaced()
+        self.cache.update_snapshot(self.scheduler.snapshot)
+        return SimulationResult(
+            cluster=self.state.source,
+            profile=profile or next(iter(self.profiles)),
+            seed=self.seed,
+            outcomes=[self.outcomes[p.uid] for p in self.queued],
+            before=self.before,
+            after=usage(self.scheduler.snapshot),
+            notes=self.notes,
+            preempted=self.preempted,
+            groups=group_outcomes(self.gangs, self.queued, self.outcomes, held, self.group_failures),
+        )
+
+    def _settle_unplaced(self) -> dict[str, str]:
+        """Mark the pods still gated by PreEnqueue and those waiting at Permit; returns the uids the
+        GangScheduling barrier holds, with its message."""
+        held: dict[str, str] = {}
+        for pod in self.queued:
+            out = self.outcomes[pod.uid]
+            fwk = self.profiles[pod.scheduler_name]
+            if self.queue.where(pod.uid) is q.SubQueue.GATED:
+                pre = fwk.run_pre_enqueue(pod)
+                out.result, out.message = "gated", pre.message
+                if pre.plugin == gang_scheduling.NAME:
+                    held[pod.uid] = pre.message
+            elif (wp := fwk.waiting.get(pod.uid)) is not None:
+                out.attempts += 1
+                out.result, out.node = "waiting", wp.node_name
+                out.message = f"waiting at Permit ({', '.join(wp.pending_plugins())}) when the simulation ended"
+        return held
+
+    def _note_profile(self, pod: Pod, fwk: Framework, foreign: bool) -> None:
+        """Say once that pods of no profile were placed with another, and once that a profile
+        without GangScheduling placed PodGroup members one by one."""
+        if foreign and not any(n.startswith("Pods whose schedulerName") for n in self.notes):
+            self.notes.append(
+                f"Pods whose schedulerName is not a profile of the configuration (e.g. {pod.key}: "
+                f"{pod.scheduler_name!r}) were placed with profile {fwk.profile_name!r}."
+            )
+        if pod.pod_group and fwk.pod_group is None and not any(n.startswith("Pods of PodGroups") for n in self.notes):
+            self.notes.append(
+                f"Pods of PodGroups (e.g. {pod.key}) were placed one by one: profile {fwk.profile_name!r} does not "
+                f"enable {gang_scheduling.NAME}, so no gang is placed all or nothing."
+            )
+
+    # -- the offline ports ------------------------------------------------------------------------
+    def _is_placed(self, uid: str) -> bool:
+        return self.cache.get_pod(uid) is not None
+
+    def _failed(self, pod: Pod, reason: str, message: str) -> None:
+        out = self.outcomes.get(pod.uid)
         if out is not None:
             out.attempts += 1
             out.result, out.message = ("unschedulable" if reason == "Unschedulable" else "error"), message
 
-    events = _Events(failed)
-
-    def confirm(pod: Pod, node: str) -> None:
-        nonlocal placed
-        placed += 1
-        out = outcomes[pod.uid]
+    def _confirm(self, pod: Pod, node: str) -> None:
+        """A bind, confirmed at once: the pod as the watch would report it bound."""
+        self._placed += 1
+        out = self.outcomes[pod.uid]
         out.attempts += 1
-        out.result, out.node, out.order, out.message = "scheduled", node, placed, ""
+        out.result, out.node, out.order, out.message = "scheduled", node, self._placed, ""
         out.ties = out.ties or [node]  # a gang's other members: the cycle reports only the first
-        gangs.member_updated(by_uid[pod.uid], pod)
-        sched.on_pod_update(by_uid[pod.uid], pod)
+        self.gangs.member_updated(self._fed[pod.uid], pod)
+        self.scheduler.on_pod_update(self._fed[pod.uid], pod)
 
-    def victim_gone(v: Pod, preemptor: Pod, node: str) -> None:
-        preempted.append(Preemption(v.key, node, preemptor.key))
-        out = outcomes.get(v.uid)
+    def _victim_gone(self, v: Pod, preemptor: Pod, node: str) -> None:
+        self.preempted.append(Preemption(v.key, node, preemptor.key))
+        out = self.outcomes.get(v.uid)
         if out is not None:
             out.result, out.node, out.message = "preempted", node, f"preempted by {preemptor.key} on {node}"
-        gangs.member_deleted(v)
-        sched.on_pod_delete(v)
+        self.gangs.member_deleted(v)
+        self.scheduler.on_pod_delete(v)
 
-    def decided(d: Decision) -> None:
-        # Failures and placements are counted where every member of a group cycle passes (the
-        # event port, ``confirm``); the decision adds what only it knows: scores and nominations.
-        out = outcomes.get(d.uid)
+    def _decided(self, d: Decision) -> None:
+        """Add what only the decision knows: scores and nominations. Failures and placements are
+        counted where every member of a group cycle passes (:meth:`_failed`, :meth:`_confirm`)."""
+        out = self.outcomes.get(d.uid)
         if out is None:
             return
         if d.result in ("unschedulable", "error"):
@@ -413,93 +341,18 @@ def simulate(
         elif d.result in ("scheduled", "waiting"):
             out.ties = [d.node]
 
-    group_failures: dict[tuple[str, str], str] = {}
-    snapshot = Snapshot()
-    nominator = Nominator()
-    fwks = offline_frameworks(
-        cfg,
-        registry,
-        state,
-        snapshot,
-        nominator.pods_on,
-        gangs=gangs,
-        event_sink=_event_sink(events, group_failures),
-        activator=queue.activate,
-        permit_clock=clock,
-    )
-    sort_holder.append(next(iter(fwks.values())))
-    sched = Scheduler(
-        profiles=fwks,
-        cache=cache,
-        queue=queue,
-        writer=events,
-        algorithm=Algorithm(percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score),
-        nominator=nominator,
-        snapshot=snapshot,
-        evictor=MemoryEvictor(victim_gone),
-        executor=Executor(),
-        confirm=confirm,
-        rng=random.Random(seed),
-        clock=clock,
-        on_decision=decided,
-    )
-    sched.cycle.detail = True
-    cache.update_snapshot(sched.snapshot)
-    before = usage(sched.snapshot)
-
-    notes: list[str] = []
-    queued: list[Pod] = []
-    for p in pods:
-        fwk, note = choose_profile(fwks, p, profile)
-        if note and not any(n.startswith("Pods whose schedulerName") for n in notes):
-            notes.append(
-                f"Pods whose schedulerName is not a profile of the configuration (e.g. {p.key}: "
-                f"{p.scheduler_name!r}) were placed with profile {fwk.profile_name!r}."
-            )
-        if p.pod_group and fwk.pod_group is None and not any(n.startswith("Pods of PodGroups") for n in notes):
-            notes.append(
-                f"Pods of PodGroups (e.g. {p.key}) were placed one by one: profile {fwk.profile_name!r} does not "
-                f"enable {gang_scheduling.NAME}, so no gang is placed all or nothing."
-            )
-        # The pod is scheduled by the profile chosen for it, as the daemon schedules its own.
-        pod = dataclasses.replace(p, scheduler_name=fwk.profile_name) if p.scheduler_name != fwk.profile_name else p
-        outcomes[pod.uid] = Outcome(pod.key, fwk.profile_name)
-        by_uid[pod.uid] = pod
-        queued.append(pod)
-    default_profile = profile or next(iter(fwks))
-    # Every member exists before any is queued (all pods arrive at once): the barrier then
-    # counts a gang's whole file, as the daemon does once the informer has seen all of it.
-    for pod in queued:
-        gangs.member_added(pod)
-    for pod in queued:
-        sched.on_pod_add(pod)
-    sched.run_until_idle(clock.advance, max_cycles=MAX_ATTEMPTS * max(1, len(pods)))
-
-    held: dict[str, str] = {}  # uid -> GangScheduling's barrier message
-    for pod in queued:
-        out = outcomes[pod.uid]
-        fwk = fwks[pod.scheduler_name]
-        if queue.where(pod.uid) is q.SubQueue.GATED:
-            pre = fwk.run_pre_enqueue(pod)
-            out.result, out.message = "gated", pre.message
-            if pre.plugin == gang_scheduling.NAME:
-                held[pod.uid] = pre.message
-        elif (wp := fwk.waiting.get(pod.uid)) is not None:
-            out.attempts += 1
-            out.result, out.node = "waiting", wp.node_name
-            out.message = f"waiting at Permit ({', '.join(wp.pending_plugins())}) when the simulation ended"
-    cache.update_snapshot(sched.snapshot)
-    return SimulationResult(
-        cluster=state.source,
-        profile=default_profile,
-        seed=seed,
-        outcomes=[outcomes[p.uid] for p in queued],
-        before=before,
-        after=usage(sched.snapshot),
-        notes=notes,
-        preempted=preempted,
-        groups=_groups(gangs, queued, outcomes, held, group_failures),
-    )
+    def _plugin_event(
+        self, obj: Any, *, type_: str, reason: str, action: str, note: str, controller: str = "", **kind: str
+    ) -> None:
+        """The plugins' event sink: pod events to the recorder, PodGroup events into each group's
+        last failure message (what the groups section reports)."""
+        if isinstance(obj, gang.PodGroup):
+            if reason == "FailedScheduling":
+                self.group_failures[(obj.api, obj.key)] = note
+            else:
+                self.group_failures.pop((obj.api, obj.key), None)
+        else:
+            self.events.event(obj, type_=type_, reason=reason, action=action, note=note, controller=controller)
 
 
 class _Events(RecordingEvents):
@@ -518,66 +371,7 @@ class _Events(RecordingEvents):
             self._on_failure(pod, reason, message)
 
 
-def _event_sink(events: RecordingEvents, group_failures: dict[tuple[str, str], str]) -> Callable[..., None]:
-    """The plugins' event sink offline: pod events to the recorder, PodGroup events into each
-    group's last failure message (what the groups section reports)."""
-
-    def sink(obj: Any, *, type_: str, reason: str, action: str, note: str, controller: str = "", **kind: str) -> None:
-        if isinstance(obj, gang.PodGroup):
-            if reason == "FailedScheduling":
-                group_failures[(obj.api, obj.key)] = note
-            else:
-                group_failures.pop((obj.api, obj.key), None)
-        else:
-            events.event(obj, type_=type_, reason=reason, action=action, note=note, controller=controller)
-
-    return sink
-
-
-def _groups(
-    gangs: GangStore,
-    queued: Sequence[Pod],
-    outcomes: Mapping[str, Outcome],
-    held: Mapping[str, str],
-    group_failures: Mapping[tuple[str, str], str],
-) -> list[GroupOutcome]:
-    """One :class:`GroupOutcome` per PodGroup the simulated pods name, in file order."""
-    by_group: dict[tuple[gang.Api, str], list[Pod]] = {}
-    for pod in queued:
-        api, key = gang.api_of(pod), gang.group_of(pod)
-        if api is not None and key is not None:
-            by_group.setdefault((api, key), []).append(pod)
-    out: list[GroupOutcome] = []
-    for (api, key), pods in by_group.items():
-        pg = gangs.get(key, api)
-        members = gangs.members(pg) if pg is not None else pods
-        member_outcomes = [outcomes[p.uid] for p in pods]
-        bound = sum(1 for p in members if p.node_name)
-        result, message = group_outcome(
-            pg,
-            member_outcomes,
-            held=next((held[p.uid] for p in pods if p.uid in held), None),
-            members=len(members),
-            placed=bound,
-            assumed_or_bound=len(gangs.placed(pg)) if pg is not None else bound,
-            failure=group_failures.get((api, key), ""),
-        )
-        out.append(
-            GroupOutcome(
-                key=key,
-                api=gang.NATIVE_GROUP_VERSION if api == gang.NATIVE else gang.CRD_GROUP_VERSION,
-                min_count=pg.min_count if pg is not None else None,
-                result=result,
-                members=len(members),
-                placed=bound,
-                message=message,
-                pods=[o.pod for o in member_outcomes],
-            )
-        )
-    return out
-
-
-def run(args: argparse.Namespace, registry: Any) -> SimulationResult:
+def run(args: argparse.Namespace, registry: Registry) -> SimulationResult:
     cfg = load_scheduler_config(args.config, registry)
     state = load_cluster(args.cluster)
     pods = load_pods(args.pods)

@@ -17,7 +17,9 @@ from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.server.app import App
 from tests import kubectl as k
+from tests.builders import NodeBuilder
 from tests.faultproxy import FaultProxy
+from tests.integration.env import Env
 
 MINIMAL_CONFIG = """
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -53,6 +55,19 @@ def start_scheduler(control_plane: ControlPlane) -> Iterator[Callable[..., App]]
     yield start
     for app in apps:
         app.stop()
+
+
+@pytest.fixture
+def env(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    nodes: Callable[[NodeBuilder], dict[str, Any]],
+    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+    start_scheduler: Callable[..., App],
+) -> Env:
+    """The fixtures most tests take, bundled with their shared helpers (see :mod:`tests.integration.env`)."""
+    return Env(control_plane, kube, namespace, nodes, create_pod, start_scheduler)
 
 
 @pytest.fixture

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, make_node, make_pod
+from tests.builders import make_node, make_pod
+from tests.integration.env import Env
 
 
-def _events(kube: KubeClient, namespace: str) -> dict[str, str]:
-    doc = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
-    return {e["regarding"]["name"]: e["note"] for e in doc.get("items", []) if e["reason"] == "FailedScheduling"}
+def _failed_notes(env: Env) -> dict[str, str]:
+    return {e["regarding"]["name"]: e["note"] for e in env.events("FailedScheduling")}
 
 
-def test_odd_pods_get_reasons_and_the_daemon_keeps_scheduling(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-) -> None:
-    nodes(make_node("plain-1").capacity(cpu="4", memory="8Gi", pods="20"))
-    nodes(make_node("plain-2").capacity(cpu="4", memory="8Gi", pods="20"))
-    app = start_scheduler()
+def test_odd_pods_get_reasons_and_the_daemon_keeps_scheduling(env: Env) -> None:
+    env.nodes(make_node("plain-1").capacity(cpu="4", memory="8Gi", pods="20"))
+    env.nodes(make_node("plain-2").capacity(cpu="4", memory="8Gi", pods="20"))
+    app = env.start_scheduler()
 
     many_inits = make_pod("many-inits").req(cpu="100m")
     for i in range(25):
@@ -44,11 +33,11 @@ def test_odd_pods_get_reasons_and_the_daemon_keeps_scheduling(
         ),
     }
     for b in pods.values():
-        create_pod(b.obj())
+        env.create_pod(b.obj())
 
     def settled() -> dict[str, str] | None:
-        bound = {p["metadata"]["name"] for p in cluster.list_pods(kube, namespace) if p["spec"].get("nodeName")}
-        ev = _events(kube, namespace)
+        bound = {name for name, node in env.placements().items() if node}
+        ev = _failed_notes(env)
         return ev if {"no-requests", "many-inits", "huge-labels"} <= bound and len(ev) >= 3 else None
 
     reasons = cluster.wait_for(settled, timeout=30, what="odd pods settled")
@@ -59,13 +48,7 @@ def test_odd_pods_get_reasons_and_the_daemon_keeps_scheduling(
         "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
     )
 
-    create_pod(make_pod("normal").req(cpu="500m").obj())
-    cluster.wait_for(
-        lambda: any(
-            p["metadata"]["name"] == "normal" and p["spec"].get("nodeName") for p in cluster.list_pods(kube, namespace)
-        ),
-        timeout=15,
-        what="a normal pod still scheduled",
-    )
+    env.create_pod(make_pod("normal").req(cpu="500m").obj())
+    env.wait_bound("normal", timeout=15)
     assert app.cache.check_invariants() == []
-    assert cluster.overcommitted_nodes(kube) == []
+    assert cluster.overcommitted_nodes(env.kube) == []

@@ -44,6 +44,7 @@ from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.server.app import App
 from tests.builders import NodeBuilder, make_node
 from tests.faultproxy import FaultProxy, Rule
+from tests.integration.env import Env
 
 DURATION = float(os.environ.get("CS_CHAOS_SECONDS", "60"))
 SEED = int(os.environ.get("CS_CHAOS_SEED", "20260137"))
@@ -317,19 +318,17 @@ def _live_pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_chaos_with_controllers_nodes_and_faults(
-    control_plane: ControlPlane,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    proxied: Callable[[], App],
-    proxy: FaultProxy,
-) -> None:
+def test_chaos_with_controllers_nodes_and_faults(env: Env, proxied: Callable[[], App], proxy: FaultProxy) -> None:
     rng = random.Random(SEED)
-    chaos = Chaos(kube, namespace, control_plane, proxy, nodes, rng)
+    chaos = Chaos(env.kube, env.namespace, env.control_plane, proxy, env.nodes, rng)
     tally = PodTally()
     tally_informer: Informer[Pod] = Informer(
-        kube.clone(qps=0), f"/api/v1/namespaces/{namespace}/pods", pod_from_json, lambda p: p.uid, tally, name="tally"
+        env.kube.clone(qps=0),
+        f"/api/v1/namespaces/{env.namespace}/pods",
+        pod_from_json,
+        lambda p: p.uid,
+        tally,
+        name="tally",
     )
     tally_informer.start()
     chaos.start()
@@ -350,8 +349,8 @@ def test_chaos_with_controllers_nodes_and_faults(
     tally_informer.stop()
 
     def settled() -> list[dict[str, Any]] | None:
-        cluster.finish_terminating_pods(kube, namespace)
-        live = _live_pods(kube, namespace)
+        cluster.finish_terminating_pods(env.kube, env.namespace)
+        live = _live_pods(env.kube, env.namespace)
         wanted = sum(chaos.replicas.values())
         return live if live and all(p["spec"].get("nodeName") for p in live) and len(live) >= wanted else None
 
@@ -365,7 +364,7 @@ def test_chaos_with_controllers_nodes_and_faults(
     ok = Counter(
         path.split("/pods/")[1].split("/")[0]
         for m, path, s in list(proxy.log)
-        if m == "POST" and f"/namespaces/{namespace}/pods/" in path and path.endswith("/binding") and s == 201
+        if m == "POST" and f"/namespaces/{env.namespace}/pods/" in path and path.endswith("/binding") and s == 201
     )
     assert max(ok.values(), default=0) == 1, [n for n, c in ok.items() if c > 1]
     transport_lost = {
@@ -375,18 +374,18 @@ def test_chaos_with_controllers_nodes_and_faults(
     }
     unexplained = [p["metadata"]["name"] for p in live if ok[p["metadata"]["name"]] != 1]
     assert not [n for n in unexplained if n not in transport_lost], unexplained
-    assert cluster.overcommitted_nodes(kube) == []
+    assert cluster.overcommitted_nodes(env.kube) == []
 
     # The cache equals the cluster: the same bound pods on the same nodes, the same nodes.
     assert app.cache.check_invariants() == []
 
     def cache_matches() -> list[str]:
-        every = kube.get("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})["items"]
+        every = env.kube.get("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})["items"]
         bound = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in every if p["spec"].get("nodeName")}
         wrong = [uid for uid, node in bound.items() if (c := app.cache.get_pod(uid)) is None or c.node_name != node]
         if app.cache.counts()["pods"] != len(bound):
             wrong.append(f"cache holds {app.cache.counts()['pods']} pods, cluster {len(bound)}")
-        cluster_nodes = {n["metadata"]["name"] for n in kube.get("/api/v1/nodes")["items"]}
+        cluster_nodes = {n["metadata"]["name"] for n in env.kube.get("/api/v1/nodes")["items"]}
         if set(app.cache.node_names()) != cluster_nodes:
             wrong.append(f"nodes: cache {sorted(app.cache.node_names())} != cluster {sorted(cluster_nodes)}")
         return wrong

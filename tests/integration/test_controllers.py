@@ -4,7 +4,6 @@ a StatefulSet, an Indexed Job; and namespace deletion by the real namespace cont
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,13 +11,11 @@ import pytest
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, make_node
+from tests.builders import make_node
+from tests.integration.env import Env
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
 pytestmark = pytest.mark.smoke
-
-Nodes = Callable[[NodeBuilder], dict[str, Any]]
 
 
 def _template(app: str, cpu: str = "100m") -> dict[str, Any]:
@@ -37,13 +34,18 @@ def _live(kube: KubeClient, namespace: str, app: str) -> list[dict[str, Any]]:
     return [p for p in cluster.list_pods(kube, namespace, f"app={app}") if not p["metadata"].get("deletionTimestamp")]
 
 
-def _scheduled_by_us(kube: KubeClient, namespace: str) -> set[str]:
-    items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+def _scheduled_by_us(env: Env) -> set[str]:
     return {
-        e["regarding"]["name"]
-        for e in items
-        if e["reason"] == "Scheduled" and e.get("reportingController") == "custom-scheduler"
+        e["regarding"]["name"] for e in env.events("Scheduled") if e.get("reportingController") == "custom-scheduler"
     }
+
+
+def _wait_scheduled_by_us(env: Env, want: set[str]) -> None:
+    cluster.wait_for(
+        lambda: _scheduled_by_us(env) >= want,
+        timeout=15,
+        what="a Scheduled event from custom-scheduler for every live pod",
+    )
 
 
 def _wait_all_bound(
@@ -58,45 +60,34 @@ def _wait_all_bound(
     return pods
 
 
-def test_deployment_scaled_12_30_5_has_every_live_pod_bound_by_us(
-    kube: KubeClient, namespace: str, nodes: Nodes, start_scheduler: Callable[..., App]
-) -> None:
-    names = {
-        nodes(make_node(f"deploy-{i}").capacity(cpu="4", memory="8Gi", pods="20"))["metadata"]["name"] for i in range(4)
-    }
-    app = start_scheduler()
+def test_deployment_scaled_12_30_5_has_every_live_pod_bound_by_us(env: Env) -> None:
+    names = {env.node(make_node(f"deploy-{i}").capacity(cpu="4", memory="8Gi", pods="20")) for i in range(4)}
+    app = env.start_scheduler()
     deploy = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "web"},
         "spec": {"replicas": 12, "selector": {"matchLabels": {"app": "web"}}, "template": _template("web")},
     }
-    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    kube.post(path, deploy)
+    path = f"/apis/apps/v1/namespaces/{env.namespace}/deployments"
+    env.kube.post(path, deploy)
     for replicas in (12, 30, 5):
         if replicas != 12:
-            kube.patch(f"{path}/web", {"spec": {"replicas": replicas}}, MERGE_PATCH_CT)
-        live = _wait_all_bound(kube, namespace, "web", replicas)
+            env.kube.patch(f"{path}/web", {"spec": {"replicas": replicas}}, MERGE_PATCH_CT)
+        live = _wait_all_bound(env.kube, env.namespace, "web", replicas)
         assert {p["spec"]["nodeName"] for p in live} <= names
         assert all(p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet" for p in live)
         want = {p["metadata"]["name"] for p in live}
-        ours = cluster.wait_for(
-            lambda want=want: (s := _scheduled_by_us(kube, namespace)) >= want and s,
-            timeout=15,
-            what="a Scheduled event from custom-scheduler for every live pod",
-        )
-        assert ours
+        _wait_scheduled_by_us(env, want)
     assert app.cache.check_invariants() == []
 
 
-def test_statefulset_and_indexed_job_pods_are_bound(
-    kube: KubeClient, namespace: str, nodes: Nodes, start_scheduler: Callable[..., App]
-) -> None:
+def test_statefulset_and_indexed_job_pods_are_bound(env: Env) -> None:
     for i in range(2):
-        nodes(make_node(f"ctl-{i}").capacity(cpu="4", memory="8Gi", pods="20"))
-    start_scheduler()
-    kube.post(
-        f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
+        env.nodes(make_node(f"ctl-{i}").capacity(cpu="4", memory="8Gi", pods="20"))
+    env.start_scheduler()
+    env.kube.post(
+        f"/apis/apps/v1/namespaces/{env.namespace}/statefulsets",
         {
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
@@ -112,8 +103,8 @@ def test_statefulset_and_indexed_job_pods_are_bound(
     )
     job_template = _template("train")
     job_template["spec"]["restartPolicy"] = "Never"
-    kube.post(
-        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+    env.kube.post(
+        f"/apis/batch/v1/namespaces/{env.namespace}/jobs",
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -121,23 +112,21 @@ def test_statefulset_and_indexed_job_pods_are_bound(
             "spec": {"completions": 4, "parallelism": 4, "completionMode": "Indexed", "template": job_template},
         },
     )
-    db = _wait_all_bound(kube, namespace, "db", 3)
+    db = _wait_all_bound(env.kube, env.namespace, "db", 3)
     assert sorted(p["metadata"]["name"] for p in db) == ["db-0", "db-1", "db-2"]
-    train = _wait_all_bound(kube, namespace, "train", 4)
+    train = _wait_all_bound(env.kube, env.namespace, "train", 4)
     indexes = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in train)
     assert indexes == ["0", "1", "2", "3"]
 
 
-def test_namespace_deletion_removes_bound_pods(
-    kube: KubeClient, nodes: Nodes, start_scheduler: Callable[..., App]
-) -> None:
+def test_namespace_deletion_removes_bound_pods(env: Env) -> None:
     """The namespace controller deletes a namespace's pods; the bound ones finish terminating once
     the kubelet's part is played, and the namespace goes."""
-    nodes(make_node("nsdel").capacity(cpu="4", memory="8Gi", pods="20"))
-    start_scheduler()
+    env.nodes(make_node("nsdel").capacity(cpu="4", memory="8Gi", pods="20"))
+    env.start_scheduler()
     ns = f"t-nsdel-{uuid.uuid4().hex[:8]}"
-    cluster.create_namespace(kube, ns)
-    kube.post(
+    cluster.create_namespace(env.kube, ns)
+    env.kube.post(
         f"/apis/apps/v1/namespaces/{ns}/deployments",
         {
             "apiVersion": "apps/v1",
@@ -146,7 +135,7 @@ def test_namespace_deletion_removes_bound_pods(
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": _template("web")},
         },
     )
-    _wait_all_bound(kube, ns, "web", 3)
-    cluster.delete_namespace(kube, ns, finish_pods=False, wait=60)
+    _wait_all_bound(env.kube, ns, "web", 3)
+    cluster.delete_namespace(env.kube, ns, finish_pods=False, wait=60)
     with pytest.raises(api_errors.NotFound):
-        kube.get(f"/api/v1/namespaces/{ns}")
+        env.kube.get(f"/api/v1/namespaces/{ns}")

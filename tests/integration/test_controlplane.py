@@ -10,8 +10,9 @@ import pytest
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient, node_path, pod_path
+from custom_scheduler.kube.client import KubeClient, node_path
 from tests.builders import NodeBuilder, make_node, make_pod
+from tests.integration.env import Env
 
 
 def test_server_reports_version(control_plane: ControlPlane) -> None:
@@ -31,27 +32,22 @@ def test_ready_node_has_no_not_ready_taint(kube: KubeClient, nodes: Callable[[No
     assert got["status"]["allocatable"]["cpu"] == "2"
 
 
-def test_bind_sets_node_name_and_second_bind_conflicts(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-) -> None:
+def test_bind_sets_node_name_and_second_bind_conflicts(env: Env) -> None:
     """POST pods/binding assigns the pod; a second binding is refused with 409 Conflict."""
-    n1 = nodes(make_node("bind-a"))["metadata"]["name"]
-    n2 = nodes(make_node("bind-b"))["metadata"]["name"]
-    pod = create_pod(make_pod("p").req(cpu="100m").obj())
+    n1 = env.node(make_node("bind-a"))
+    n2 = env.node(make_node("bind-b"))
+    pod = env.create_pod(make_pod("p").req(cpu="100m").obj())
     uid = pod["metadata"]["uid"]
 
-    cluster.bind(kube, namespace, "p", n1, uid=uid)
-    got = kube.get(pod_path(namespace, "p"))
+    cluster.bind(env.kube, env.namespace, "p", n1, uid=uid)
+    got = env.pod("p")
     assert got["spec"]["nodeName"] == n1
     assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in got["status"]["conditions"])
 
     with pytest.raises(api_errors.Conflict) as exc:
-        cluster.bind(kube, namespace, "p", n2, uid=uid)
+        cluster.bind(env.kube, env.namespace, "p", n2, uid=uid)
     assert exc.value.status == 409
-    assert kube.get(pod_path(namespace, "p"))["spec"]["nodeName"] == n1
+    assert env.pod("p")["spec"]["nodeName"] == n1
 
 
 def test_rbac_is_enforced(control_plane: ControlPlane) -> None:

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,8 +22,9 @@ from custom_scheduler.server.app import App
 from custom_scheduler.server.daemon import serve
 from custom_scheduler.server.metrics import Metrics
 from tests import secure
-from tests.builders import NodeBuilder, make_node, make_pod
+from tests.builders import make_node, make_pod
 from tests.faultproxy import FaultProxy, Rule
+from tests.integration.env import Env
 from tests.kubectl import SCHEDULER_USER, apply_rbac, scheduler_config_text
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
@@ -88,68 +88,48 @@ def _short_lease(text: str, name: str) -> str:
     )
 
 
-def _bound(kube: KubeClient, namespace: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in cluster.list_pods(kube, namespace)}
-
-
 def test_daemon_runs_as_the_service_account_with_the_configmap_config(
-    control_plane: ControlPlane,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    replicas: Callable[..., Replica],
+    env: Env, replicas: Callable[..., Replica]
 ) -> None:
     """The manifests' RBAC is enough to schedule, elect and report; the SA cannot read Secrets."""
-    apply_rbac(control_plane)
-    sa = KubeClient.from_kubeconfig(str(control_plane.kubeconfig(SCHEDULER_USER)), qps=0, burst=1)
+    apply_rbac(env.control_plane)
+    sa = KubeClient.from_kubeconfig(str(env.control_plane.kubeconfig(SCHEDULER_USER)), qps=0, burst=1)
     with pytest.raises(api_errors.ApiError) as denied:
         sa.get("/api/v1/namespaces/kube-system/secrets")
     assert denied.value.status == 403
-    nodes(make_node("sa-node"))
+    env.nodes(make_node("sa-node"))
     r = replicas(scheduler_config_text(), sa)
     cluster.wait_for(lambda: r.get("/readyz")[0] == 200, timeout=30, what="ready")
     for i in range(5):
-        create_pod(make_pod(f"sa-{i}").req(cpu="100m").obj())
-    cluster.wait_for(
-        lambda: all(_bound(kube, namespace).values()) and len(_bound(kube, namespace)) == 5,
-        timeout=40,
-        what="pods bound by the SA identity",
-    )
+        env.create_pod(make_pod(f"sa-{i}").req(cpu="100m").obj())
+    env.wait_bound(*(f"sa-{i}" for i in range(5)), timeout=40)  # by the SA identity
     status, body = r.get("/metrics")
     assert status == 200
     assert 'scheduler_schedule_attempts_total{profile="custom-scheduler",result="scheduled"}' in body
     assert "custom_scheduler_leader 1.0" in body
-    lease = kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/custom-scheduler")
+    lease = env.kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/custom-scheduler")
     assert lease["spec"]["holderIdentity"]
     r.app.stop_event.set()
     r.thread.join(30)
     assert r.result == [0]
-    released = kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/custom-scheduler")
+    released = env.kube.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/custom-scheduler")
     assert not released["spec"].get("holderIdentity")
 
 
 def test_readyz_is_false_until_caches_sync_and_metrics_move(
-    control_plane: ControlPlane,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    proxy: FaultProxy,
-    replicas: Callable[..., Replica],
-    tmp_path: Path,
+    env: Env, proxy: FaultProxy, replicas: Callable[..., Replica], tmp_path: Path
 ) -> None:
     proxy.add(Rule("GET", r"^/api/v1/pods\?(?!.*watch=true)", times=1, delay=2.0))  # a slow first LIST
     client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
-    nodes(make_node("probe").capacity(cpu="1", memory="1Gi", pods="10"))
-    text = _short_lease(scheduler_config_text(), f"probe-{namespace}")
+    env.nodes(make_node("probe").capacity(cpu="1", memory="1Gi", pods="10"))
+    text = _short_lease(scheduler_config_text(), f"probe-{env.namespace}")
     r = replicas(text, client)
     assert r.get("/readyz")[0] == 503
     assert r.get("/healthz")[0] == 200
     cluster.wait_for(lambda: r.get("/readyz")[0] == 200, timeout=30, what="ready after sync")
-    create_pod(make_pod("fits").req(cpu="100m").obj())
-    create_pod(make_pod("too-big").req(cpu="4").obj())
-    cluster.wait_for(lambda: _bound(kube, namespace).get("fits"), timeout=30, what="bound")
+    env.create_pod(make_pod("fits").req(cpu="100m").obj())
+    env.create_pod(make_pod("too-big").req(cpu="4").obj())
+    env.wait_bound("fits")
 
     def pending_unschedulable() -> bool:
         return r.metrics.sample("scheduler_pending_pods", {"queue": "unschedulable"}) == 1.0
@@ -160,17 +140,12 @@ def test_readyz_is_false_until_caches_sync_and_metrics_move(
 
 
 def test_two_replicas_exactly_one_schedules_and_the_other_takes_over(
-    control_plane: ControlPlane,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    replicas: Callable[..., Replica],
+    env: Env, replicas: Callable[..., Replica]
 ) -> None:
-    nodes(make_node("ha-1"))
-    nodes(make_node("ha-2"))
-    text = _short_lease(scheduler_config_text(), f"ha-{namespace}")
-    admin = str(control_plane.kubeconfig())
+    env.nodes(make_node("ha-1"))
+    env.nodes(make_node("ha-2"))
+    text = _short_lease(scheduler_config_text(), f"ha-{env.namespace}")
+    admin = str(env.control_plane.kubeconfig())
     a = replicas(text, KubeClient.from_kubeconfig(admin, qps=0, burst=1), identity="replica-a", release_on_stop=False)
     cluster.wait_for(lambda: a.metrics.sample("custom_scheduler_leader") == 1.0, timeout=15, what="a leads")
     b = replicas(text, KubeClient.from_kubeconfig(admin, qps=0, burst=1), identity="replica-b", release_on_stop=False)
@@ -178,8 +153,8 @@ def test_two_replicas_exactly_one_schedules_and_the_other_takes_over(
 
     first = [f"first-{i}" for i in range(10)]
     for n in first:
-        create_pod(make_pod(n).req(cpu="100m").obj())
-    cluster.wait_for(lambda: all(_bound(kube, namespace).get(n) for n in first), timeout=30, what="first wave")
+        env.create_pod(make_pod(n).req(cpu="100m").obj())
+    env.wait_bound(*first)
     assert b.metrics.sample("custom_scheduler_leader") == 0.0
     assert (
         b.metrics.sample("scheduler_schedule_attempts_total", {"profile": "custom-scheduler", "result": "scheduled"})
@@ -195,13 +170,17 @@ def test_two_replicas_exactly_one_schedules_and_the_other_takes_over(
     assert takeover < 4 + 6  # leaseDuration plus a few seconds
     second = [f"second-{i}" for i in range(10)]
     for n in second:
-        create_pod(make_pod(n).req(cpu="100m").obj())
-    cluster.wait_for(lambda: all(_bound(kube, namespace).get(n) for n in second), timeout=30, what="second wave")
+        env.create_pod(make_pod(n).req(cpu="100m").obj())
+    env.wait_bound(*second)
 
-    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
-    scheduled = Counter(e["regarding"]["name"] for e in events if e["reason"] == "Scheduled")
+    # The Scheduled events are written after the binds: wait for all of them, then count.
+    def all_scheduled() -> Counter[str] | None:
+        c = Counter(e["regarding"]["name"] for e in env.events("Scheduled"))
+        return c if set(c) >= {*first, *second} else None
+
+    scheduled: Counter[str] = cluster.wait_for(all_scheduled, timeout=15, what="a Scheduled event per pod")
     assert set(scheduled) == set(first) | set(second)
     assert max(scheduled.values()) == 1  # nothing bound twice
-    lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ha-{namespace}")
+    lease = env.kube.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ha-{env.namespace}")
     assert lease["spec"]["holderIdentity"] == "replica-b"
     assert lease["spec"]["leaseTransitions"] >= 1

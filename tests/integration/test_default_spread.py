@@ -4,13 +4,11 @@ ReplicaSet are spread, as kube-scheduler spreads a Deployment's replicas by defa
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, make_node, make_pod
+from tests.builders import make_node, make_pod
+from tests.integration.env import Env
 
 
 def _service(namespace: str, name: str, selector: dict[str, str]) -> dict[str, Any]:
@@ -38,46 +36,33 @@ def _replicaset(namespace: str, name: str, labels: dict[str, str]) -> dict[str, 
     }
 
 
-def test_selectors_of_services_and_replicasets_select_the_pod(
-    kube: KubeClient, namespace: str, start_scheduler: Callable[..., App]
-) -> None:
-    kube.post(f"/api/v1/namespaces/{namespace}/services", _service(namespace, "web", {"app": "web"}))
-    kube.post(
-        f"/apis/apps/v1/namespaces/{namespace}/replicasets", _replicaset(namespace, "web-1", {"app": "web", "v": "1"})
+def test_selectors_of_services_and_replicasets_select_the_pod(env: Env) -> None:
+    env.kube.post(f"/api/v1/namespaces/{env.namespace}/services", _service(env.namespace, "web", {"app": "web"}))
+    env.kube.post(
+        f"/apis/apps/v1/namespaces/{env.namespace}/replicasets",
+        _replicaset(env.namespace, "web-1", {"app": "web", "v": "1"}),
     )
-    app = start_scheduler()
-    pod = make_pod("w", namespace).labels(app="web", v="1").build()
-    other = make_pod("o", namespace).labels(app="db").build()
+    app = env.start_scheduler()
+    pod = make_pod("w", env.namespace).labels(app="web", v="1").build()
+    other = make_pod("o", env.namespace).labels(app="db").build()
     sel = cluster.wait_for(lambda: app.selectors.for_pod(pod), timeout=10, what="selectors synced")
     assert sel.matches({"app": "web", "v": "1"})
     assert not sel.matches({"app": "web", "v": "2"})  # the ReplicaSet's requirement is part of it
     assert app.selectors.for_pod(other) is None
 
 
-def test_replicas_of_a_service_spread_over_nodes_against_least_allocated(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_replicas_of_a_service_spread_over_nodes_against_least_allocated(env: Env) -> None:
     """LeastAllocated alone would put every replica on the much bigger node; the default
     hostname constraint (maxSkew 3, weight 2) moves some to the small one."""
-    big = nodes(make_node("big").capacity(cpu="64", memory="128Gi", pods="110"))["metadata"]["name"]
-    small = nodes(make_node("small").capacity(cpu="8", memory="16Gi", pods="110"))["metadata"]["name"]
-    kube.post(f"/api/v1/namespaces/{namespace}/services", _service(namespace, "web", {"app": "web"}))
-    start_scheduler()
+    big = env.node(make_node("big").capacity(cpu="64", memory="128Gi", pods="110"))
+    small = env.node(make_node("small").capacity(cpu="8", memory="16Gi", pods="110"))
+    env.kube.post(f"/api/v1/namespaces/{env.namespace}/services", _service(env.namespace, "web", {"app": "web"}))
+    env.start_scheduler()
     names = [f"web-{i}" for i in range(8)]
     for n in names:  # one at a time, so each decision sees the previous ones
-        create_pod(make_pod(n).label("app", "web").req(cpu="500m", memory="512Mi").obj())
-        cluster.wait_for(
-            lambda n=n: {
-                p["metadata"]["name"]: p["spec"].get("nodeName") for p in cluster.list_pods(kube, namespace)
-            }.get(n),
-            timeout=20,
-            what=f"{n} bound",
-        )
-    placed = Counter(p["spec"]["nodeName"] for p in cluster.list_pods(kube, namespace))
+        env.create_pod(make_pod(n).label("app", "web").req(cpu="500m", memory="512Mi").obj())
+        env.wait_bound(n, timeout=20)
+    placed = Counter(env.placements().values())
     # Measured: 4/4 with the Service; 7 big / 1 small without it (LeastAllocated alone).
     assert placed[small] >= 3, placed
     assert placed[big] >= 3, placed

@@ -10,18 +10,17 @@ their names carry the test's namespace and they are deleted afterwards.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, make_node, make_pod
+from custom_scheduler.kube.client import KubeClient, pod_path
+from tests.builders import make_node, make_pod
+from tests.integration.env import Env
 
-Nodes = Callable[[NodeBuilder], dict[str, Any]]
 API = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.example.com"
 
@@ -57,7 +56,7 @@ class DRA:
         self.classes.append(full)
         return full
 
-    def template(self, name: str, cls: str, selectors: list[str] = (), count: int = 1) -> None:  # type: ignore[assignment]
+    def template(self, name: str, cls: str, selectors: Sequence[str] = (), count: int = 1) -> None:
         exactly: dict[str, Any] = {"deviceClassName": cls, "count": count}
         if selectors:
             exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
@@ -84,20 +83,11 @@ def dra(kube: KubeClient, namespace: str) -> Iterator[DRA]:
     d.cleanup()
 
 
-def gpu_pod(name: str, template: str, namespace: str) -> dict[str, Any]:
-    obj = make_pod(name, namespace).obj()
+def gpu_pod(name: str, template: str) -> dict[str, Any]:
+    obj = make_pod(name).obj()
     obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
     obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     return obj
-
-
-def bound(kube: KubeClient, namespace: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in cluster.list_pods(kube, namespace)}
-
-
-def notes(kube: KubeClient, namespace: str, pod: str) -> list[str]:
-    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
-    return [e.get("note", "") for e in events if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod]
 
 
 def allocations(dra: DRA) -> dict[str, tuple[str, str, list[tuple[str, str]]]]:
@@ -116,20 +106,18 @@ def allocations(dra: DRA) -> dict[str, tuple[str, str, list[tuple[str, str]]]]:
     return out
 
 
-def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(
-    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
-) -> None:
-    names = [nodes(make_node(f"gpu{i}"))["metadata"]["name"] for i in range(2)]
+def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(env: Env, dra: DRA) -> None:
+    names = [env.node(make_node(f"gpu{i}")) for i in range(2)]
     for n in names:
         dra.slice(n, ["a100", "a100"])
     cls = dra.device_class()
     dra.template("one-gpu", cls)
-    app = start_scheduler()
+    app = env.start_scheduler()
     for i in range(5):
-        kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod(f"p{i}", "one-gpu", namespace))
+        env.create_pod(gpu_pod(f"p{i}", "one-gpu"))
 
     def four_bound() -> dict[str, str] | None:
-        got = bound(kube, namespace)
+        got = env.placements()
         return got if sum(1 for v in got.values() if v) == 4 else None
 
     placed = cluster.wait_for(four_bound, timeout=60, what="4 of 5 GPU pods bound")
@@ -141,46 +129,53 @@ def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(
         assert dev.split("/")[0] == placed[pod], "the device is on the pod's node"
         assert reserved == [("pods", pod)]
     assert pending not in allocs
-    msgs = cluster.wait_for(lambda: notes(kube, namespace, pending), what="FailedScheduling of the fifth")
+    msgs = cluster.wait_for(lambda: env.failed_scheduling(pending), what="FailedScheduling of the fifth")
     assert any("cannot allocate all claims" in m for m in msgs), msgs
 
-    # Free one device: delete a bound pod; the controller unreserves and deletes its claim.
+    # Free one device: delete a bound pod. With no kubelet it stays Terminating until the test plays
+    # the kubelet's part; then its claim (owned by the pod) is deleted, which frees its device.
     victim = next(p for p, n in placed.items() if n)
-    kube.delete(f"/api/v1/namespaces/{namespace}/pods/{victim}")
+    victim_claim, victim_device, _ = allocs[victim]
+    env.kube.delete(pod_path(env.namespace, victim))
+
+    def victim_gone() -> bool:
+        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part, not a condition
+        return victim not in env.placements()
+
+    cluster.wait_for(victim_gone, timeout=30, what="victim gone")
     cluster.wait_for(
-        lambda: cluster.finish_terminating_pods(kube, namespace) >= 0 and victim not in bound(kube, namespace),
+        lambda: victim_claim not in {c["metadata"]["name"] for c in dra.claims()},
         timeout=30,
-        what="victim gone",
+        what="the victim's claim deleted",
     )
-    cluster.wait_for(lambda: bound(kube, namespace).get(pending), timeout=60, what="fifth pod bound")
+    env.wait_bound(pending, timeout=60)
     final = cluster.wait_for(lambda: (a := allocations(dra)) and pending in a and a, what="fifth claim allocated")
-    live = {p: d for p, (_, d, _) in final.items() if p != victim}
-    assert len(set(live.values())) == len(live) == 4
+    assert victim not in final
+    assert final[pending][1] == victim_device, "the fifth pod got the device the victim freed"
+    assert final[pending][2] == [("pods", pending)]
+    live = [d for _, d, _ in final.values()]
+    assert len(set(live)) == len(live) == 4, f"a device allocated twice: {live}"
     cluster.wait_for(lambda: app.dra.assumed() == ([], []), timeout=10, what="nothing left assumed")
 
 
-def test_cel_selector_on_model_gets_that_model_or_nothing(
-    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
-) -> None:
-    a, b = (nodes(make_node(f"m{i}"))["metadata"]["name"] for i in range(2))
+def test_cel_selector_on_model_gets_that_model_or_nothing(env: Env, dra: DRA) -> None:
+    a, b = (env.node(make_node(f"m{i}")) for i in range(2))
     dra.slice(a, ["a100"])
     dra.slice(b, ["h100"])
     cls = dra.device_class()
     dra.template("h100", cls, [f'device.attributes["{DRIVER}"].model == "h100"'])
     dra.template("b200", cls, [f'device.attributes["{DRIVER}"].model == "b200"'])
-    start_scheduler()
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("wants-h100", "h100", namespace))
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("wants-b200", "b200", namespace))
-    cluster.wait_for(lambda: bound(kube, namespace).get("wants-h100") == b, timeout=60, what="h100 pod on h100 node")
-    msgs = cluster.wait_for(lambda: notes(kube, namespace, "wants-b200"), what="b200 pod rejected")
+    env.start_scheduler()
+    env.create_pod(gpu_pod("wants-h100", "h100"))
+    env.create_pod(gpu_pod("wants-b200", "b200"))
+    cluster.wait_for(lambda: env.placements().get("wants-h100") == b, timeout=60, what="h100 pod on h100 node")
+    msgs = cluster.wait_for(lambda: env.failed_scheduling("wants-b200"), what="b200 pod rejected")
     assert any("cannot allocate all claims" in m for m in msgs), msgs
-    assert not bound(kube, namespace)["wants-b200"]
+    assert not env.placements()["wants-b200"]
 
 
-def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(
-    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
-) -> None:
-    node = nodes(make_node("numa"))["metadata"]["name"]
+def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(env: Env, dra: DRA) -> None:
+    node = env.node(make_node("numa"))
     dra.slice(node, ["a100", "h100", "h100"])  # only the two h100 share a model
     cls = dra.device_class()
     spec = {
@@ -189,12 +184,13 @@ def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(
             "constraints": [{"matchAttribute": f"{DRIVER}/model"}],
         }
     }
-    kube.post(
-        f"{API}/namespaces/{namespace}/resourceclaimtemplates", {"metadata": {"name": "pair"}, "spec": {"spec": spec}}
+    env.kube.post(
+        f"{API}/namespaces/{env.namespace}/resourceclaimtemplates",
+        {"metadata": {"name": "pair"}, "spec": {"spec": spec}},
     )
-    start_scheduler()
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("pair", "pair", namespace))
-    cluster.wait_for(lambda: bound(kube, namespace).get("pair") == node, timeout=60, what="pair pod bound")
+    env.start_scheduler()
+    env.create_pod(gpu_pod("pair", "pair"))
+    cluster.wait_for(lambda: env.placements().get("pair") == node, timeout=60, what="pair pod bound")
 
     def results() -> list[str] | None:
         for c in dra.claims():
@@ -206,40 +202,36 @@ def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(
     assert cluster.wait_for(results, what="pair claim allocated") == ["gpu-1", "gpu-2"]
 
 
-def test_cel_that_fails_for_the_scheduler_fails_the_pod_clearly_and_others_still_schedule(
-    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
-) -> None:
-    node = nodes(make_node("c0"))["metadata"]["name"]
+def test_cel_that_fails_for_the_scheduler_fails_the_pod_clearly_and_others_still_schedule(env: Env, dra: DRA) -> None:
+    node = env.node(make_node("c0"))
     dra.slice(node, ["a100", "a100"])
     cls = dra.device_class()
     # The API server refuses a template whose CEL does not compile, so what reaches the scheduler
     # is CEL that compiles and fails on a device: here an attribute no device has.
     dra.template("broken", cls, [f'device.attributes["{DRIVER}"].memoryType == "hbm"'])
     dra.template("fine", cls)
-    start_scheduler()
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("broken", "broken", namespace))
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("fine", "fine", namespace))
-    msgs = cluster.wait_for(lambda: notes(kube, namespace, "broken"), timeout=60, what="FailedScheduling")
+    env.start_scheduler()
+    env.create_pod(gpu_pod("broken", "broken"))
+    env.create_pod(gpu_pod("fine", "fine"))
+    msgs = cluster.wait_for(lambda: env.failed_scheduling("broken"), timeout=60, what="FailedScheduling")
     want = "selector #0 on device " + DRIVER
-    assert any(f"claim {namespace}/broken-gpu-" in m and want in m and "CEL runtime error" in m for m in msgs), msgs
-    cluster.wait_for(lambda: bound(kube, namespace).get("fine") == node, timeout=60, what="the fine pod bound")
-    assert not bound(kube, namespace)["broken"]
+    assert any(f"claim {env.namespace}/broken-gpu-" in m and want in m and "CEL runtime error" in m for m in msgs), msgs
+    cluster.wait_for(lambda: env.placements().get("fine") == node, timeout=60, what="the fine pod bound")
+    assert not env.placements()["broken"]
 
 
-def test_burst_of_200_claims_over_50_nodes_never_allocates_a_device_twice(
-    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
-) -> None:
-    names = [nodes(make_node(f"b{i}"))["metadata"]["name"] for i in range(50)]
+def test_burst_of_200_claims_over_50_nodes_never_allocates_a_device_twice(env: Env, dra: DRA) -> None:
+    names = [env.node(make_node(f"b{i}")) for i in range(50)]
     for n in names:
         dra.slice(n, ["a100"] * 4)
     cls = dra.device_class()
     dra.template("one-gpu", cls)
-    app = start_scheduler()
+    app = env.start_scheduler()
     for i in range(200):
-        kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod(f"p{i}", "one-gpu", namespace))
+        env.create_pod(gpu_pod(f"p{i}", "one-gpu"))
 
     def all_bound() -> dict[str, str] | None:
-        got = bound(kube, namespace)
+        got = env.placements()
         return got if len(got) == 200 and all(got.values()) else None
 
     placed = cluster.wait_for(all_bound, timeout=180, interval=1.0, what="200 GPU pods bound")
@@ -270,38 +262,36 @@ profiles:
 """
 
 
-def test_accelerator_isolation_packs_dra_gpu_pods_and_keeps_others_off(
-    kube: KubeClient, namespace: str, nodes: Nodes, dra: DRA, start_scheduler: Callable[..., App]
-) -> None:
+def test_accelerator_isolation_packs_dra_gpu_pods_and_keeps_others_off(env: Env, dra: DRA) -> None:
     """Two nodes with 3 GPUs each in ResourceSlices, one node without: one-GPU claim pods fill one
     GPU node before the other (AcceleratorIsolation prefers partly allocated devices, read from the
     claims' allocations), and a pod without claims goes to the node without GPUs, or nowhere."""
-    a, b = (nodes(make_node(f"pack{i}"))["metadata"]["name"] for i in range(2))
-    cpu = nodes(make_node("plain"))["metadata"]["name"]
+    a, b = (env.node(make_node(f"pack{i}")) for i in range(2))
+    cpu = env.node(make_node("plain"))
     for n in (a, b):
         dra.slice(n, ["a100"] * 3)
     dra.template("one-gpu", dra.device_class())
-    start_scheduler(ACCELERATOR_CONFIG)
+    env.start_scheduler(ACCELERATOR_CONFIG)
 
     placed: list[str] = []
     for i in range(4):
         name = f"g{i}"
-        kube.post(f"/api/v1/namespaces/{namespace}/pods", gpu_pod(name, "one-gpu", namespace))
-        placed.append(cluster.wait_for(lambda: bound(kube, namespace).get(name), timeout=60, what=name))  # noqa: B023
+        env.create_pod(gpu_pod(name, "one-gpu"))
+        placed.append(env.wait_bound(name, timeout=60)[name])
     first = placed[0]
     assert first in (a, b)
     other = b if first == a else a
     assert placed == [first, first, first, other], placed
 
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", make_pod("plain", namespace).obj())
-    assert cluster.wait_for(lambda: bound(kube, namespace).get("plain"), timeout=60, what="plain pod bound") == cpu
+    env.create_pod(make_pod("plain").obj())
+    assert env.wait_bound("plain", timeout=60)["plain"] == cpu
     # Even when it may only go to the GPU nodes (one of them with a free GPU), it stays off both.
-    pinned = make_pod("pinned", namespace).obj()
+    pinned = make_pod("pinned").obj()
     term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b]}]}
     pinned["spec"]["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
     }
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", pinned)
-    msgs = cluster.wait_for(lambda: notes(kube, namespace, "pinned"), timeout=60, what="pinned pod rejected")
+    env.create_pod(pinned)
+    msgs = cluster.wait_for(lambda: env.failed_scheduling("pinned"), timeout=60, what="pinned pod rejected")
     assert any("node(s) are reserved for accelerator workloads" in m for m in msgs), msgs
-    assert not bound(kube, namespace)["pinned"]
+    assert not env.placements()["pinned"]

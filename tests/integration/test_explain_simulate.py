@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,10 @@ import yaml
 
 from custom_scheduler.api import quantity
 from custom_scheduler.devenv import cluster
-from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient, pod_path
-from custom_scheduler.server.app import App
 from custom_scheduler.tools import main
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
+from tests.builders import PodBuilder, make_node, make_pod
+from tests.integration.env import Env
 
 ZONE = "topology.kubernetes.io/zone"
 PROFILE = "explain-test"
@@ -54,19 +51,14 @@ def _pod(name: str) -> PodBuilder:
     return make_pod(name).scheduler(PROFILE)
 
 
-def _bind_in_order(
-    kube: KubeClient, namespace: str, create_pod: Callable[[dict[str, Any]], dict[str, Any]], pods: list[PodBuilder]
-) -> list[tuple[str, str, dict[str, Any]]]:
+def _bind_in_order(env: Env, pods: list[PodBuilder]) -> list[tuple[str, str, dict[str, Any]]]:
     """Create the pods one at a time, each after the previous one is bound: (name, node, object)."""
     out = []
     for b in pods:
         obj = b.obj()
-        create_pod(obj)
+        env.create_pod(obj)
         name = obj["metadata"]["name"]
-        node = cluster.wait_for(
-            lambda n=name: kube.get(pod_path(namespace, n))["spec"].get("nodeName"), timeout=30, what=f"{name} bound"
-        )
-        out.append((name, node, obj))
+        out.append((name, env.wait_bound(name)[name], obj))
     return out
 
 
@@ -87,12 +79,12 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return rc, tool_only(out.out), tool_only(out.err)
 
 
-def _delete_now(kube: KubeClient, namespace: str, name: str) -> None:
-    kube.delete(pod_path(namespace, name), {"gracePeriodSeconds": 0})
+def _delete_now(env: Env, name: str) -> None:
+    env.delete_pod_now(name)
 
     def gone() -> bool:
         try:
-            kube.get(pod_path(namespace, name))
+            env.pod(name)
         except api_errors.NotFound:
             return True
         return False
@@ -101,24 +93,21 @@ def _delete_now(kube: KubeClient, namespace: str, name: str) -> None:
 
 
 def test_explain_names_the_node_the_daemon_bound_each_pod_to(
-    kube: KubeClient,
-    namespace: str,
-    control_plane: ControlPlane,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    config_file: str,
-    capsys: pytest.CaptureFixture[str],
+    env: Env, config_file: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     made = [
-        nodes(make_node("xa1").label(ZONE, "a").capacity(cpu="4", memory="8Gi", pods="20")),
-        nodes(make_node("xa2").label(ZONE, "a").capacity(cpu="8", memory="16Gi", pods="20")),
-        nodes(make_node("xb1").label(ZONE, "b").capacity(cpu="4", memory="8Gi", pods="20").taint("dedicated", "batch")),
-        nodes(make_node("xb2").label(ZONE, "b").label("disktype", "ssd").capacity(cpu="6", memory="12Gi", pods="20")),
-        nodes(make_node("xc1").label(ZONE, "c").capacity(cpu="2", memory="4Gi", pods="20")),
+        env.nodes(make_node("xa1").label(ZONE, "a").capacity(cpu="4", memory="8Gi", pods="20")),
+        env.nodes(make_node("xa2").label(ZONE, "a").capacity(cpu="8", memory="16Gi", pods="20")),
+        env.nodes(
+            make_node("xb1").label(ZONE, "b").capacity(cpu="4", memory="8Gi", pods="20").taint("dedicated", "batch")
+        ),
+        env.nodes(
+            make_node("xb2").label(ZONE, "b").label("disktype", "ssd").capacity(cpu="6", memory="12Gi", pods="20")
+        ),
+        env.nodes(make_node("xc1").label(ZONE, "c").capacity(cpu="2", memory="4Gi", pods="20")),
     ]
     names = [n["metadata"]["name"] for n in made]
-    start_scheduler(CONFIG)
+    env.start_scheduler(CONFIG)
     spread = {"matchLabels": {"app": "spread"}}
     anti = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "anti"}}}
     workload = [
@@ -140,14 +129,13 @@ def test_explain_names_the_node_the_daemon_bound_each_pod_to(
         .req(cpu="300m")
         .preferred_node_affinity(50, {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["c"]}]}),
     ]
-    bound = _bind_in_order(kube, namespace, create_pod, workload)
+    bound = _bind_in_order(env, workload)
     assert len({node for name, node, _ in bound if name.startswith("anti-")}) == 3
-    kubeconfig = str(control_plane.kubeconfig())
+    kubeconfig = str(env.control_plane.kubeconfig())
 
     for name, node, _ in reversed(bound):
-        rc, out, err = _run(
-            capsys, "explain", f"{namespace}/{name}", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
-        )
+        key = f"{env.namespace}/{name}"
+        rc, out, err = _run(capsys, "explain", key, "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json")
         assert rc == 0, err
         d = json.loads(out)
         assert d["boundNode"] == node
@@ -160,26 +148,24 @@ def test_explain_names_the_node_the_daemon_bound_each_pod_to(
         if name.startswith("ssd-"):
             assert d["result"]["ties"] == [names[3]]
         # The human view says the same.
-        rc, text, err = _run(
-            capsys, "explain", f"{namespace}/{name}", "--kubeconfig", kubeconfig, "--config", config_file
-        )
+        rc, text, err = _run(capsys, "explain", key, "--kubeconfig", kubeconfig, "--config", config_file)
         assert rc == 0, err
         assert f"Bound to {node}" in text
         assert "Agrees with the binding" in text
-        _delete_now(kube, namespace, name)
+        _delete_now(env, name)
 
     # A pod nothing fits: explain prints the daemon's own message (with preemption's sentence).
-    create_pod(_pod("too-big").req(cpu="64").obj())
+    env.create_pod(_pod("too-big").req(cpu="64").obj())
 
     def condition() -> str:
-        for c in kube.get(pod_path(namespace, "too-big")).get("status", {}).get("conditions", []):
+        for c in env.pod("too-big").get("status", {}).get("conditions", []):
             if c["type"] == "PodScheduled" and c["status"] == "False":
                 return str(c["message"])
         return ""
 
     message = cluster.wait_for(condition, timeout=30, what="PodScheduled=False")
     rc, out, err = _run(
-        capsys, "explain", f"{namespace}/too-big", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
+        capsys, "explain", f"{env.namespace}/too-big", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
     )
     assert rc == 0, err
     d = json.loads(out)
@@ -190,22 +176,14 @@ def test_explain_names_the_node_the_daemon_bound_each_pod_to(
 
 
 def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
-    kube: KubeClient,
-    namespace: str,
-    control_plane: ControlPlane,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    config_file: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    env: Env, config_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     made = [
-        nodes(make_node("t1").label(ZONE, "a").capacity(cpu="2", memory="4Gi", pods="30")),
-        nodes(make_node("t2").label(ZONE, "b").capacity(cpu="3", memory="5Gi", pods="30")),
-        nodes(make_node("t3").label(ZONE, "c").capacity(cpu="5", memory="7Gi", pods="30")),
-        nodes(make_node("t4").label(ZONE, "a").capacity(cpu="6", memory="11Gi", pods="30")),
-        nodes(
+        env.nodes(make_node("t1").label(ZONE, "a").capacity(cpu="2", memory="4Gi", pods="30")),
+        env.nodes(make_node("t2").label(ZONE, "b").capacity(cpu="3", memory="5Gi", pods="30")),
+        env.nodes(make_node("t3").label(ZONE, "c").capacity(cpu="5", memory="7Gi", pods="30")),
+        env.nodes(make_node("t4").label(ZONE, "a").capacity(cpu="6", memory="11Gi", pods="30")),
+        env.nodes(
             make_node("t5").label(ZONE, "b").capacity(cpu="4", memory="9Gi", pods="30").taint("dedicated", "special")
         ),
     ]
@@ -216,19 +194,19 @@ def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
         ("e1", "t2", _pod("e1").req(cpu="500m", memory="768Mi")),
         ("e2", "t5", _pod("e2").req(cpu="1").toleration("dedicated", "special")),
     ):
-        create_pod(b.node(t[node]).obj())
-        assert kube.get(pod_path(namespace, name))["spec"]["nodeName"] == t[node]
+        env.create_pod(b.node(t[node]).obj())
+        assert env.pod(name)["spec"]["nodeName"] == t[node]
 
     snap = tmp_path / "snapshot.yaml"
-    rc, _, err = _run(capsys, "snapshot", "-o", str(snap), "--kubeconfig", str(control_plane.kubeconfig()))
+    rc, _, err = _run(capsys, "snapshot", "-o", str(snap), "--kubeconfig", str(env.control_plane.kubeconfig()))
     assert rc == 0, err
     doc = yaml.safe_load(snap.read_text())
     assert {n["metadata"]["name"] for n in doc["nodes"]} >= set(t.values())
-    mine = [p for p in doc["pods"] if p["metadata"]["namespace"] == namespace]
+    mine = [p for p in doc["pods"] if p["metadata"]["namespace"] == env.namespace]
     assert sorted(p["metadata"]["name"] for p in mine) == ["e0", "e1", "e2"]
     assert all("managedFields" not in p["metadata"] for p in doc["pods"])
 
-    start_scheduler(CONFIG)
+    env.start_scheduler(CONFIG)
     sp = {"matchLabels": {"app": "sp"}}
     solo = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "solo"}}}
     workload = [
@@ -250,8 +228,8 @@ def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
         _pod("w10").req(cpu="1500m", memory="3Gi"),
         _pod("w11").req(cpu="100m", memory="100Mi"),
     ]
-    bound = _bind_in_order(kube, namespace, create_pod, workload)
-    live = {f"{namespace}/{name}": node for name, node, _ in bound}
+    bound = _bind_in_order(env, workload)
+    live = {f"{env.namespace}/{name}": node for name, node, _ in bound}
 
     pods_file = tmp_path / "pods.yaml"
     pods_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [o for _, _, o in bound]}))
@@ -275,7 +253,7 @@ def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
     assert "<svg" in (tmp_path / "report.html").read_text()
     # The utilisation after the simulation is what the live cluster now requests.
     requested: dict[str, int] = {}
-    for p in cluster.list_pods(kube, namespace):
+    for p in env.pods().values():
         cpu = p["spec"]["containers"][0].get("resources", {}).get("requests", {}).get("cpu", "0")
         requested[p["spec"]["nodeName"]] = requested.get(p["spec"]["nodeName"], 0) + quantity.to_milli(cpu)
     after = {u["node"]: u["after"]["cpu"]["requested"] for u in d["utilisation"]}
@@ -284,34 +262,26 @@ def test_simulate_on_a_snapshot_reproduces_the_daemons_placements(
 
 
 def test_live_explain_spreads_a_services_pods_as_the_daemon_does(
-    kube: KubeClient,
-    namespace: str,
-    control_plane: ControlPlane,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    config_file: str,
-    capsys: pytest.CaptureFixture[str],
+    env: Env, config_file: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """LeastAllocated alone would put every replica on the much bigger node; the Service's default
     spreading moves some to the small one. Explain must read the Service too, or it names the big
     node for those."""
-    big = nodes(make_node("sbig").capacity(cpu="64", memory="128Gi", pods="110"))["metadata"]["name"]
-    small = nodes(make_node("ssmall").capacity(cpu="8", memory="16Gi", pods="110"))["metadata"]["name"]
+    big = env.node(make_node("sbig").capacity(cpu="64", memory="128Gi", pods="110"))
+    small = env.node(make_node("ssmall").capacity(cpu="8", memory="16Gi", pods="110"))
     service = {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}
-    kube.post(f"/api/v1/namespaces/{namespace}/services", service)
-    start_scheduler(CONFIG)
+    env.kube.post(f"/api/v1/namespaces/{env.namespace}/services", service)
+    env.start_scheduler(CONFIG)
     replicas = [_pod(f"web-{i}").label("app", "web").req(cpu="500m", memory="512Mi") for i in range(6)]
-    bound = _bind_in_order(kube, namespace, create_pod, replicas)
+    bound = _bind_in_order(env, replicas)
     assert {node for _, node, _ in bound} == {big, small}, bound  # the spreading is what is compared
-    kubeconfig = str(control_plane.kubeconfig())
+    kubeconfig = str(env.control_plane.kubeconfig())
     for name, node, _ in reversed(bound):
-        rc, out, err = _run(
-            capsys, "explain", f"{namespace}/{name}", "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json"
-        )
+        key = f"{env.namespace}/{name}"
+        rc, out, err = _run(capsys, "explain", key, "--kubeconfig", kubeconfig, "--config", config_file, "-o", "json")
         assert rc == 0, err
         assert "warning" not in err
         d = json.loads(out)
         assert "PodTopologySpread" not in d["skipped"]["score"]
         assert d["agreesWithBinding"] is True, (name, node, d["result"])
-        _delete_now(kube, namespace, name)
+        _delete_now(env, name)

@@ -8,19 +8,16 @@ with the group's timeout, gang-aware preemption and the topology constraint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import pytest
 
 from custom_scheduler.api import podgroup as gang
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube.client import KubeClient, pod_path
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, PodBuilder, make_crd_pod_group, make_node, make_pod, make_pod_group
+from custom_scheduler.kube.client import KubeClient
+from tests.builders import PodBuilder, make_crd_pod_group, make_node, make_pod, make_pod_group
 from tests.integration.conftest import GANG_CONFIG
-
-Nodes = Callable[[NodeBuilder], dict[str, Any]]
+from tests.integration.env import Env
 
 APIS = [pytest.param("native", id="native-podgroup"), pytest.param("crd", id="scheduler-plugins-crd")]
 
@@ -56,71 +53,60 @@ def member(api: str, name: str, group: str) -> PodBuilder:
     return b.pod_group_label(group) if api == "crd" else b.scheduling_group(group)
 
 
-def bound(kube: KubeClient, namespace: str, prefix: str) -> dict[str, str]:
+def bound(env: Env, prefix: str) -> dict[str, str]:
     """Pod name -> node, for the live pods whose name starts with ``prefix``."""
-    items = kube.get(pod_path(namespace))["items"]
     return {
-        p["metadata"]["name"]: p["spec"].get("nodeName") or ""
-        for p in items
-        if p["metadata"]["name"].startswith(prefix) and not p["metadata"].get("deletionTimestamp")
+        name: p["spec"].get("nodeName") or ""
+        for name, p in env.pods().items()
+        if name.startswith(prefix) and not p["metadata"].get("deletionTimestamp")
     }
 
 
-def failed_scheduling(kube: KubeClient, namespace: str, pod: str) -> list[str]:
-    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
-    return [
-        e.get("note", "")
-        for e in events
-        if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod and e["regarding"]["kind"] == "Pod"
-    ]
+def failed_scheduling(env: Env, pod: str) -> list[str]:
+    """The FailedScheduling notes of the pod (not of a PodGroup of the same name)."""
+    return [e.get("note", "") for e in env.events("FailedScheduling", about=pod) if e["regarding"]["kind"] == "Pod"]
 
 
-def delete_now(kube: KubeClient, namespace: str, names: Iterator[str] | list[str]) -> None:
+def delete_now(env: Env, names: Iterable[str]) -> None:
     for n in names:
-        kube.delete(pod_path(namespace, n), {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+        env.delete_pod_now(n)
 
 
 @pytest.mark.parametrize("api", APIS)
 def test_two_interleaved_gangs_one_whole_the_other_none_then_the_other(
-    api: str,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    podgroups: Callable[..., str],
-    start_scheduler: Callable[..., App],
+    api: str, env: Env, podgroups: Callable[..., str]
 ) -> None:
     """16 CPUs, two gangs of 6 x 2 CPUs whose pods arrive interleaved: one is bound whole and the
     other not at all (no half-placed gangs holding CPUs); once the first is gone, the second."""
     for i in range(2):
-        nodes(make_node(f"g{i}").capacity(cpu="8", memory="32Gi", pods="110"))
-    app = start_scheduler(GANG_CONFIG)
+        env.nodes(make_node(f"g{i}").capacity(cpu="8", memory="32Gi", pods="110"))
+    app = env.start_scheduler(GANG_CONFIG)
     podgroups(api, "a", 6)
     podgroups(api, "b", 6)
     for i in range(6):
         for g in ("a", "b"):
-            create_pod(member(api, f"{g}-{i}", g).req(cpu="2").obj())
+            env.create_pod(member(api, f"{g}-{i}", g).req(cpu="2").obj())
 
     def settled() -> tuple[str, str] | None:
-        a, b = bound(kube, namespace, "a-"), bound(kube, namespace, "b-")
+        a, b = bound(env, "a-"), bound(env, "b-")
         na, nb = sum(1 for n in a.values() if n), sum(1 for n in b.values() if n)
         if {na, nb} == {0, 6}:
             loser = "b" if na == 6 else "a"
             # The other gang was attempted and refused whole, not just not reached yet.
-            if failed_scheduling(kube, namespace, f"{loser}-0"):
+            if failed_scheduling(env, f"{loser}-0"):
                 return ("a", "b") if na == 6 else ("b", "a")
         assert na + nb <= 6, (a, b)  # never more than fits, never parts of both
         return None
 
     winner, loser = cluster.wait_for(settled, timeout=60, what="one gang bound whole")
-    assert all(n == "" for n in bound(kube, namespace, f"{loser}-").values())
-    note = failed_scheduling(kube, namespace, f"{loser}-0")[-1]
+    assert all(n == "" for n in bound(env, f"{loser}-").values())
+    note = failed_scheduling(env, f"{loser}-0")[-1]
     assert f"pod group {loser}" in note or "minCount (6)" in note, note
     assert app.cache.check_invariants() == []
 
-    delete_now(kube, namespace, list(bound(kube, namespace, f"{winner}-")))
+    delete_now(env, list(bound(env, f"{winner}-")))
     cluster.wait_for(
-        lambda: len(b := bound(kube, namespace, f"{loser}-")) == 6 and all(b.values()),
+        lambda: len(b := bound(env, f"{loser}-")) == 6 and all(b.values()),
         timeout=60,
         what=f"gang {loser} bound whole after {winner} left",
     )
@@ -128,24 +114,19 @@ def test_two_interleaved_gangs_one_whole_the_other_none_then_the_other(
 
 @pytest.mark.parametrize("api", APIS)
 def test_an_indexed_job_of_eight_gpu_workers_is_bound_all_at_once(
-    api: str,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    podgroups: Callable[..., str],
-    start_scheduler: Callable[..., App],
+    api: str, env: Env, podgroups: Callable[..., str]
 ) -> None:
     """The real Job controller creates 8 workers of a PodGroup; 7 GPUs are not enough for any of
     them to start, and one more GPU node lets all 8 bind in one go."""
     for i, gpus in enumerate((2, 2, 2, 1)):
-        nodes(make_node(f"gpu{i}").capacity(cpu="16", memory="64Gi", pods="110", **{"nvidia.com/gpu": str(gpus)}))
-    start_scheduler(GANG_CONFIG)
+        env.nodes(make_node(f"gpu{i}").capacity(cpu="16", memory="64Gi", pods="110", **{"nvidia.com/gpu": str(gpus)}))
+    env.start_scheduler(GANG_CONFIG)
     podgroups(api, "train", 8)
     template = member(api, "w", "train").req_named({"nvidia.com/gpu": "1", "cpu": "1"}).obj()
     template["metadata"] = {"labels": {**template["metadata"].get("labels", {}), "job": "train"}}
     template["spec"]["restartPolicy"] = "Never"
-    kube.post(
-        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+    env.kube.post(
+        f"/apis/batch/v1/namespaces/{env.namespace}/jobs",
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -153,38 +134,29 @@ def test_an_indexed_job_of_eight_gpu_workers_is_bound_all_at_once(
             "spec": {"completions": 8, "parallelism": 8, "completionMode": "Indexed", "template": template},
         },
     )
-    pods = cluster.wait_for(
-        lambda: len(b := bound(kube, namespace, "train-")) == 8 and b, timeout=60, what="8 workers created"
-    )
+    pods = cluster.wait_for(lambda: len(b := bound(env, "train-")) == 8 and b, timeout=60, what="8 workers created")
     first = sorted(pods)[0]
-    cluster.wait_for(lambda: failed_scheduling(kube, namespace, first), timeout=30, what="the gang refused")
-    assert not any(bound(kube, namespace, "train-").values())
-    nodes(make_node("gpu-extra").capacity(cpu="16", memory="64Gi", pods="110", **{"nvidia.com/gpu": "1"}))
-    placed = cluster.wait_for(
-        lambda: all((b := bound(kube, namespace, "train-")).values()) and b, timeout=60, what="all 8 bound"
-    )
+    cluster.wait_for(lambda: failed_scheduling(env, first), timeout=30, what="the gang refused")
+    assert not any(bound(env, "train-").values())
+    env.nodes(make_node("gpu-extra").capacity(cpu="16", memory="64Gi", pods="110", **{"nvidia.com/gpu": "1"}))
+    placed = cluster.wait_for(lambda: all((b := bound(env, "train-")).values()) and b, timeout=60, what="all 8 bound")
     assert len(placed) == 8
 
 
 def test_a_gang_waiting_for_a_member_is_rejected_whole_after_its_timeout(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    podgroups: Callable[..., str],
-    start_scheduler: Callable[..., App],
+    env: Env, podgroups: Callable[..., str]
 ) -> None:
     """minMember 3 with one member still gated: the two others are placed and wait at Permit
     holding their room, for the group's 3 s; then both are released, nothing stays assumed, and
     FailedScheduling says why."""
-    nodes(make_node("t").capacity(cpu="8", memory="32Gi", pods="110"))
-    app = start_scheduler(GANG_CONFIG)
+    env.nodes(make_node("t").capacity(cpu="8", memory="32Gi", pods="110"))
+    app = env.start_scheduler(GANG_CONFIG)
     podgroups("crd", "slow", 3, timeout=3)
     for i in range(2):
-        create_pod(member("crd", f"slow-{i}", "slow").req(cpu="1").obj())
-    create_pod(member("crd", "slow-2", "slow").req(cpu="1").gates("example.com/not-yet").obj())
+        env.create_pod(member("crd", f"slow-{i}", "slow").req(cpu="1").obj())
+    env.create_pod(member("crd", "slow-2", "slow").req(cpu="1").gates("example.com/not-yet").obj())
     fwk = app.profiles["custom-scheduler"]
-    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.get(pod_path(namespace))["items"]}
+    uids = {name: p["metadata"]["uid"] for name, p in env.pods().items()}
     cluster.wait_for(
         lambda: all(fwk.waiting.get(uids[f"slow-{i}"]) is not None for i in range(2)),
         timeout=30,
@@ -193,83 +165,60 @@ def test_a_gang_waiting_for_a_member_is_rejected_whole_after_its_timeout(
     assert all(app.cache.is_assumed(uids[f"slow-{i}"]) for i in range(2))
     want = "rejected due to timeout after waiting 3s at plugin GangScheduling"
     cluster.wait_for(
-        lambda: all(want in failed_scheduling(kube, namespace, f"slow-{i}") for i in range(2)),
+        lambda: all(want in failed_scheduling(env, f"slow-{i}") for i in range(2)),
         timeout=30,
         what="both rejected at the timeout",
     )
     assert not any(app.cache.get_pod(uids[f"slow-{i}"]) for i in range(2))
-    assert not any(bound(kube, namespace, "slow-").values())
+    assert not any(bound(env, "slow-").values())
 
 
-def test_a_gang_that_cannot_fit_is_refused_at_once_holding_nothing(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    podgroups: Callable[..., str],
-    start_scheduler: Callable[..., App],
-) -> None:
-    nodes(make_node("small").capacity(cpu="4", memory="32Gi", pods="110"))
-    app = start_scheduler(GANG_CONFIG)
+def test_a_gang_that_cannot_fit_is_refused_at_once_holding_nothing(env: Env, podgroups: Callable[..., str]) -> None:
+    env.nodes(make_node("small").capacity(cpu="4", memory="32Gi", pods="110"))
+    app = env.start_scheduler(GANG_CONFIG)
     podgroups("native", "big", 3)
     for i in range(3):
-        create_pod(member("native", f"big-{i}", "big").req(cpu="2").obj())
-    notes = cluster.wait_for(lambda: failed_scheduling(kube, namespace, "big-0"), timeout=30, what="refused")
+        env.create_pod(member("native", f"big-{i}", "big").req(cpu="2").obj())
+    notes = cluster.wait_for(lambda: failed_scheduling(env, "big-0"), timeout=30, what="refused")
     assert "pod group native:" in notes[-1]
     assert "minCount (3) cannot be satisfied" in notes[-1]
     assert app.cache.counts().get("assumed", 0) == 0
-    assert not any(bound(kube, namespace, "big-").values())
+    assert not any(bound(env, "big-").values())
 
 
-def test_a_high_priority_gang_displaces_a_whole_low_priority_gang(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    podgroups: Callable[..., str],
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_a_high_priority_gang_displaces_a_whole_low_priority_gang(env: Env, podgroups: Callable[..., str]) -> None:
     """8 CPUs full of a 4 x 2-CPU low gang; a high gang of 3 x 2 CPUs needs only three of its
     pods gone, but a gang is never left broken: all four are evicted, and the high gang binds."""
     for name, value in (("gang-low", 10), ("gang-high", 1000)):
         cluster.create_priority_class(
-            kube,
+            env.kube,
             {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value},
         )
     for i in range(2):
-        nodes(make_node(f"p{i}").capacity(cpu="4", memory="32Gi", pods="110"))
-    start_scheduler(GANG_CONFIG)
+        env.nodes(make_node(f"p{i}").capacity(cpu="4", memory="32Gi", pods="110"))
+    env.start_scheduler(GANG_CONFIG)
     podgroups("native", "low", 4)
     for i in range(4):
         obj = member("native", f"low-{i}", "low").req(cpu="2").obj()
         obj["spec"]["priorityClassName"] = "gang-low"
-        create_pod(obj)
-    cluster.wait_for(
-        lambda: all((b := bound(kube, namespace, "low-")).values()) and len(b) == 4, timeout=30, what="low"
-    )
+        env.create_pod(obj)
+    cluster.wait_for(lambda: all((b := bound(env, "low-")).values()) and len(b) == 4, timeout=30, what="low")
     podgroups("native", "high", 3)
     for i in range(3):
         obj = member("native", f"high-{i}", "high").req(cpu="2").obj()
         obj["spec"]["priorityClassName"] = "gang-high"
-        create_pod(obj)
+        env.create_pod(obj)
 
     def high_bound() -> bool:
-        cluster.finish_terminating_pods(kube, namespace)  # the kubelet's part for the victims
-        b = bound(kube, namespace, "high-")
+        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part for the victims
+        b = bound(env, "high-")
         return len(b) == 3 and all(b.values())
 
     cluster.wait_for(high_bound, timeout=60, what="the high gang bound")
-    assert bound(kube, namespace, "low-") == {}  # all four evicted, not three
+    assert bound(env, "low-") == {}  # all four evicted, not three
 
 
-def test_a_gang_with_a_zone_constraint_lands_in_one_zone(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    podgroups: Callable[..., str],
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_a_gang_with_a_zone_constraint_lands_in_one_zone(env: Env, podgroups: Callable[..., str]) -> None:
     """Two zones of two nodes; spread-by-default scoring alone would use both zones. The
     topology constraint keeps the gang in one zone, the one where it fits tightest (z2 already
     holds a pod, so it is the packing choice)."""
@@ -277,17 +226,17 @@ def test_a_gang_with_a_zone_constraint_lands_in_one_zone(
     names = {}
     for z in ("z1", "z2"):
         for i in range(2):
-            n = nodes(make_node(f"{z}n{i}").label(zone, z).capacity(cpu="4", memory="32Gi", pods="110"))
+            n = env.nodes(make_node(f"{z}n{i}").label(zone, z).capacity(cpu="4", memory="32Gi", pods="110"))
             names[n["metadata"]["name"]] = z
     busy = next(n for n, z in names.items() if z == "z2")
-    create_pod(make_pod("resident").req(cpu="1").node(busy).obj())
-    start_scheduler(GANG_CONFIG)
+    env.create_pod(make_pod("resident").req(cpu="1").node(busy).obj())
+    env.start_scheduler(GANG_CONFIG)
     group = podgroups("native", "zonal", 4, topology=zone)
-    got = kube.get(f"/apis/{gang.NATIVE_GROUP_VERSION}/namespaces/{namespace}/podgroups/{group}")
+    got = env.kube.get(f"/apis/{gang.NATIVE_GROUP_VERSION}/namespaces/{env.namespace}/podgroups/{group}")
     assert got["spec"].get("schedulingConstraints"), "the API server dropped the topology constraint"
     for i in range(4):
-        create_pod(member("native", f"zonal-{i}", "zonal").req(cpu="1500m").obj())
+        env.create_pod(member("native", f"zonal-{i}", "zonal").req(cpu="1500m").obj())
     placed = cluster.wait_for(
-        lambda: all((b := bound(kube, namespace, "zonal-")).values()) and len(b) == 4 and b, timeout=30, what="bound"
+        lambda: all((b := bound(env, "zonal-")).values()) and len(b) == 4 and b, timeout=30, what="bound"
     )
     assert {names[n] for n in placed.values()} == {"z2"}

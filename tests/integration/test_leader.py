@@ -153,6 +153,29 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> float:
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def _seconds_between(earlier: str, later: str) -> float:
+    """Seconds from one MicroTime stamp to another (both written by electors in this process)."""
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+    return (datetime.strptime(later, fmt) - datetime.strptime(earlier, fmt)).total_seconds()
+
+
+def _wait_observes_renewal(standby: Candidate, holder: Candidate) -> None:
+    """Wait until ``standby`` has read the Lease as renewed by ``holder`` since it first saw it: it
+    is campaigning and tracks the holder's renewals, so a takeover from here is timed from a
+    fresh observation (what the tests that stop the holder measure)."""
+    first_seen: list[str] = []
+
+    def saw_a_renewal() -> bool:
+        rec = standby.elector.observed_record
+        if rec.holder_identity != holder.elector.identity:
+            return False
+        if not first_seen:
+            first_seen.append(rec.renew_time)
+        return rec.renew_time > first_seen[0]
+
+    _wait(saw_a_renewal, 2 * LEASE, f"{standby.elector.identity} to see {holder.elector.identity} renew")
+
+
 def _first_leader(*cands: Candidate, timeout: float = 10.0) -> Candidate:
     _wait(lambda: any(c.started.is_set() for c in cands), timeout, "a leader")
     return next(c for c in cands if c.started.is_set())
@@ -177,13 +200,21 @@ def test_exactly_one_of_two_candidates_leads_and_the_lease_is_well_formed(
     _assert_well_formed(lease_before["spec"], holder=first.elector.identity)
     assert lease_before["spec"]["leaseTransitions"] == 0
 
-    # Over several lease durations: never two leaders, never a change of holder.
-    deadline = time.monotonic() + 2 * LEASE
-    while time.monotonic() < deadline:
+    # Never two leaders, never a change of holder, checked at every poll until the standby has seen
+    # a renewal made more than two lease durations after the first record: by then the first record
+    # would long have expired on the standby's clock had it ignored renewals, so a standby that
+    # wrongly takes over would have done so.
+    def standby_saw_renewals_past_two_leases() -> bool:
         assert first.elector.is_leader
         assert not other.elector.is_leader
         assert not other.started.is_set()
-        time.sleep(0.05)
+        seen = other.elector.observed_record
+        return (
+            seen.holder_identity == first.elector.identity
+            and _seconds_between(lease_before["spec"]["renewTime"], seen.renew_time) > 2 * LEASE
+        )
+
+    _wait(standby_saw_renewals_past_two_leases, 4 * LEASE, "the standby to see renewals over two lease durations")
 
     lease_after = _lease(kube, lease_config)
     _assert_well_formed(lease_after["spec"], holder=first.elector.identity)
@@ -200,7 +231,7 @@ def test_standby_takes_over_within_lease_duration_when_the_leader_dies(
     a = candidate("replica-a", release_on_stop=False).start()
     _wait(a.started.is_set, 10, "replica-a to lead")
     b = candidate("replica-b", release_on_stop=False).start()
-    time.sleep(2 * RETRY)  # b observes a's renewals
+    _wait_observes_renewal(b, a)
     assert not b.started.is_set()
 
     killed_at = time.monotonic()
@@ -224,7 +255,7 @@ def test_released_lease_is_taken_over_within_about_a_retry_period(
     a = candidate("replica-a").start()
     _wait(a.started.is_set, 10, "replica-a to lead")
     b = candidate("replica-b").start()
-    time.sleep(2 * RETRY)
+    _wait_observes_renewal(b, a)
 
     stopping_at = time.monotonic()
     a.halt()
@@ -237,7 +268,7 @@ def test_released_lease_is_taken_over_within_about_a_retry_period(
 
     # And back again: every change of holder counts.
     c = candidate("replica-c").start()
-    time.sleep(2 * RETRY)
+    _wait_observes_renewal(c, b)
     b.halt()
     _wait(c.started.is_set, LEASE, "replica-c to take over")
     assert _lease(kube, lease_config)["spec"]["leaseTransitions"] == 2
@@ -323,10 +354,13 @@ def test_candidate_waits_for_an_unexpired_foreign_lease(
             },
         },
     )
+    started_at = time.monotonic()
     a = candidate("replica-a").start()
-    time.sleep(LEASE - 1)
-    assert not a.started.is_set(), "took over before the Lease expired from its own observation"
-    _wait(a.started.is_set, 4, "replica-a to take over the expired lease")
+    # The takeover is the positive event; its time is the check: a candidate judging expiry from
+    # the holder's renewTime (an hour ago) would take over at its first try, one that judges it from
+    # its own first observation (made after ``started_at``) waits at least a lease duration.
+    _wait(a.started.is_set, LEASE + 4, "replica-a to take over the expired lease")
+    assert a.started_at - started_at >= LEASE, "took over before the Lease expired from its own observation"
     spec = _lease(kube, lease_config)["spec"]
     _assert_well_formed(spec, holder="replica-a")
     assert spec["leaseTransitions"] == 4

@@ -32,7 +32,8 @@ from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_pat
 from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.server import leader
 from tests import kubectl as k
-from tests.builders import NodeBuilder, make_node, make_pod, make_pod_group
+from tests.builders import make_node, make_pod, make_pod_group
+from tests.integration.env import Env
 
 # -- the files agree with each other ------------------------------------------------------------
 
@@ -199,13 +200,7 @@ def _can(kube: KubeClient, verb: str, resource: str, *, group: str = "", namespa
     return bool(review["status"].get("allowed"))
 
 
-def test_service_account_can_do_what_the_scheduler_does(
-    as_scheduler: KubeClient,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-) -> None:
+def test_service_account_can_do_what_the_scheduler_does(as_scheduler: KubeClient, env: Env) -> None:
     """List/watch pods, nodes, namespaces and PDBs; bind; patch pod status; events; delete (preempt)."""
     sa = as_scheduler
     pdb_group = "policy/v1"
@@ -215,16 +210,16 @@ def test_service_account_can_do_what_the_scheduler_does(
         assert _can(sa, "watch", resource, group=group), resource
     assert _can(sa, "list", "nodes", group="metrics.k8s.io")
 
-    node = nodes(make_node("rbac").capacity(cpu="2", memory="4Gi", pods="10"))
+    node = env.nodes(make_node("rbac").capacity(cpu="2", memory="4Gi", pods="10"))
     node_name = node["metadata"]["name"]
 
     # Bind through pods/binding.
-    pod = create_pod(make_pod("bind-me").scheduler("custom-scheduler").obj())
-    cluster.bind(sa, namespace, "bind-me", node_name, uid=pod["metadata"]["uid"])
-    assert kube.get(pod_path(namespace, "bind-me"))["spec"]["nodeName"] == node_name
+    pod = env.create_pod(make_pod("bind-me").scheduler("custom-scheduler").obj())
+    cluster.bind(sa, env.namespace, "bind-me", node_name, uid=pod["metadata"]["uid"])
+    assert env.pod("bind-me")["spec"]["nodeName"] == node_name
 
     # Report a failure: PodScheduled=False on pods/status.
-    create_pod(make_pod("unschedulable").scheduler("custom-scheduler").obj())
+    env.create_pod(make_pod("unschedulable").scheduler("custom-scheduler").obj())
     condition = {
         "type": "PodScheduled",
         "status": "False",
@@ -232,9 +227,9 @@ def test_service_account_can_do_what_the_scheduler_does(
         "message": "0/1 nodes are available: 1 Insufficient cpu.",
     }
     sa.patch(
-        pod_path(namespace, "unschedulable", "status"), {"status": {"conditions": [condition]}}, STRATEGIC_PATCH_CT
+        pod_path(env.namespace, "unschedulable", "status"), {"status": {"conditions": [condition]}}, STRATEGIC_PATCH_CT
     )
-    conditions = kube.get(pod_path(namespace, "unschedulable"))["status"]["conditions"]
+    conditions = env.pod("unschedulable")["status"]["conditions"]
     assert any(c["type"] == "PodScheduled" and c["reason"] == "Unschedulable" for c in conditions)
 
     # Events: events.k8s.io create + patch (series), and core/v1 create.
@@ -242,7 +237,7 @@ def test_service_account_can_do_what_the_scheduler_does(
     event = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"unschedulable.{uuid.uuid4().hex[:8]}", "namespace": namespace},
+        "metadata": {"name": f"unschedulable.{uuid.uuid4().hex[:8]}", "namespace": env.namespace},
         "eventTime": now,
         "reportingController": "custom-scheduler",
         "reportingInstance": "custom-scheduler-test",
@@ -250,20 +245,20 @@ def test_service_account_can_do_what_the_scheduler_does(
         "reason": "FailedScheduling",
         "type": "Warning",
         "note": "0/1 nodes are available: 1 Insufficient cpu.",
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": "unschedulable"},
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": env.namespace, "name": "unschedulable"},
     }
-    created = sa.post(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", event)
+    created = sa.post(f"/apis/events.k8s.io/v1/namespaces/{env.namespace}/events", event)
     sa.patch(
-        f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/{created['metadata']['name']}",
+        f"/apis/events.k8s.io/v1/namespaces/{env.namespace}/events/{created['metadata']['name']}",
         {"series": {"count": 2, "lastObservedTime": now}},
     )
     sa.post(
-        f"/api/v1/namespaces/{namespace}/events",
+        f"/api/v1/namespaces/{env.namespace}/events",
         {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"core.{uuid.uuid4().hex[:8]}", "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": "unschedulable"},
+            "metadata": {"name": f"core.{uuid.uuid4().hex[:8]}", "namespace": env.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": env.namespace, "name": "unschedulable"},
             "reason": "FailedScheduling",
             "message": "0/1 nodes are available.",
             "type": "Warning",
@@ -272,7 +267,7 @@ def test_service_account_can_do_what_the_scheduler_does(
     )
 
     # Preemption deletes victims.
-    sa.delete(pod_path(namespace, "unschedulable"))
+    sa.delete(pod_path(env.namespace, "unschedulable"))
 
 
 def test_service_account_reads_storage_and_updates_only_pvs_and_pvcs(

@@ -18,9 +18,9 @@ import pytest
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient, pod_path
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
+from custom_scheduler.kube.client import KubeClient
+from tests.builders import PodBuilder, make_node, make_pod
+from tests.integration.env import Env
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
 pytestmark = pytest.mark.smoke
@@ -60,62 +60,36 @@ def with_class(b: PodBuilder, priority_class: str) -> dict[str, Any]:
     return obj
 
 
-def pods_by_name(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
-    return {p["metadata"]["name"]: p for p in cluster.list_pods(kube, namespace)}
-
-
 def condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in pod.get("status", {}).get("conditions") or () if c["type"] == type_), None)
 
 
-def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
-    doc = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
-    return [e for e in doc.get("items", []) if e.get("reason") == reason]
-
-
-def wait_bound(kube: KubeClient, namespace: str, names: list[str]) -> dict[str, str]:
-    def check() -> dict[str, str] | None:
-        pods = pods_by_name(kube, namespace)
-        bound = {n: pods[n]["spec"].get("nodeName", "") for n in names if n in pods}
-        return bound if len(bound) == len(names) and all(bound.values()) else None
-
-    result: dict[str, str] = cluster.wait_for(check, timeout=30, what=f"{names} bound")
-    return result
-
-
-def finish_victims_until_bound(kube: KubeClient, namespace: str, name: str, node: str) -> None:
+def finish_victims_until_bound(env: Env, name: str, node: str) -> None:
     """Emulate kubelet (finish Terminating pods) until ``name`` is bound to ``node``."""
 
     def check() -> bool:
-        cluster.finish_terminating_pods(kube, namespace)
-        return bool(kube.get(pod_path(namespace, name))["spec"].get("nodeName") == node)
+        cluster.finish_terminating_pods(env.kube, env.namespace)
+        return env.node_of(name) == node
 
     cluster.wait_for(check, timeout=45, interval=0.3, what=f"{name} bound to {node} after preemption")
 
 
-def test_high_priority_pod_preempts_the_least_important_pods(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    priority_class: PriorityClasses,
-) -> None:
+def test_high_priority_pod_preempts_the_least_important_pods(env: Env, priority_class: PriorityClasses) -> None:
     """A 3-cpu node full of priority 1, 2 and 3 pods; a priority-100 pod needing 2 cpus evicts the
     priority 1 and 2 pods (DisruptionTarget, graceful delete, Preempted events), is nominated, and
     binds there once the victims are gone. The priority-3 pod is reprieved."""
-    node = nodes(make_node("full").capacity(cpu="3", memory="8Gi", pods="110"))["metadata"]["name"]
-    app = start_scheduler()
+    node = env.node(make_node("full").capacity(cpu="3", memory="8Gi", pods="110"))
+    app = env.start_scheduler()
     on_node = {"kubernetes.io/hostname": node}
     for prio in (1, 2, 3):
-        create_pod(with_class(make_pod(f"low-{prio}").req(cpu="1").node_selector(**on_node), priority_class(prio)))
-    wait_bound(kube, namespace, ["low-1", "low-2", "low-3"])
+        env.create_pod(with_class(make_pod(f"low-{prio}").req(cpu="1").node_selector(**on_node), priority_class(prio)))
+    env.wait_bound("low-1", "low-2", "low-3")
 
-    vip = create_pod(with_class(make_pod("vip").req(cpu="2").node_selector(**on_node), priority_class(100)))
+    vip = env.create_pod(with_class(make_pod("vip").req(cpu="2").node_selector(**on_node), priority_class(100)))
     assert vip["spec"]["priority"] == 100
 
     def victims_marked() -> dict[str, dict[str, Any]] | None:
-        pods = pods_by_name(kube, namespace)
+        pods = env.pods()
         ok = all(
             pods[v]["metadata"].get("deletionTimestamp") and condition(pods[v], "DisruptionTarget")
             for v in ("low-1", "low-2")
@@ -136,7 +110,7 @@ def test_high_priority_pod_preempts_the_least_important_pods(
     assert not pods["vip"]["spec"].get("nodeName")  # still waiting for its victims
 
     preempted = cluster.wait_for(
-        lambda: (evs := events(kube, namespace, "Preempted")) and len(evs) >= 2 and evs,
+        lambda: (evs := env.events("Preempted")) and len(evs) >= 2 and evs,
         timeout=15,
         what="Preempted events",
     )
@@ -147,36 +121,29 @@ def test_high_priority_pod_preempts_the_least_important_pods(
         assert e["note"] == f"Preempted by pod {vip['metadata']['uid']} on node {node}"
 
     failed = cluster.wait_for(
-        lambda: [e for e in events(kube, namespace, "FailedScheduling") if e["regarding"]["name"] == "vip"],
+        lambda: env.events("FailedScheduling", about="vip"),
         timeout=15,
         what="FailedScheduling for vip",
     )
     assert "Insufficient cpu" in failed[0]["note"]
 
-    finish_victims_until_bound(kube, namespace, "vip", node)
-    remaining = pods_by_name(kube, namespace)
+    finish_victims_until_bound(env, "vip", node)
+    remaining = env.pods()
     assert sorted(remaining) == ["low-3", "vip"]
     assert remaining["low-3"]["spec"]["nodeName"] == node
     assert app.cache.check_invariants() == []
 
 
-def test_pdb_protected_node_is_avoided(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    priority_class: PriorityClasses,
-) -> None:
+def test_pdb_protected_node_is_avoided(env: Env, priority_class: PriorityClasses) -> None:
     """Two full nodes: evicting the priority-1 pod would break a PDB with disruptionsAllowed 0, so
     the priority-5 pod on the other node is preempted instead, although its priority is higher."""
     group = uuid.uuid4().hex[:8]
-    guarded = nodes(make_node("guarded").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
-    free = nodes(make_node("free").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
+    guarded = env.nodes(make_node("guarded").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
+    free = env.nodes(make_node("free").capacity(cpu="1", memory="8Gi", pods="110").label("pool", group))
     guarded_name, free_name = guarded["metadata"]["name"], free["metadata"]["name"]
 
-    pdb_path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
-    kube.post(
+    pdb_path = f"/apis/policy/v1/namespaces/{env.namespace}/poddisruptionbudgets"
+    env.kube.post(
         pdb_path,
         {
             "apiVersion": "policy/v1",
@@ -188,18 +155,18 @@ def test_pdb_protected_node_is_avoided(
     # The real disruption controller publishes the budget's status: minAvailable 1 and no healthy
     # pod to spare (no kubelet makes the db pod Ready) leave disruptionsAllowed at 0.
     cluster.wait_for(
-        lambda: kube.get(f"{pdb_path}/db").get("status", {}).get("observedGeneration"),
+        lambda: env.kube.get(f"{pdb_path}/db").get("status", {}).get("observedGeneration"),
         timeout=15,
         what="the disruption controller to report on the PDB",
     )
-    app = start_scheduler()
+    app = env.start_scheduler()
     cluster.wait_for(
-        lambda: any(b.name == "db" and b.namespace == namespace for b in app.pdbs.list()),
+        lambda: any(b.name == "db" and b.namespace == env.namespace for b in app.pdbs.list()),
         timeout=15,
         what="PDB in the scheduler's informer",
     )
 
-    create_pod(
+    env.create_pod(
         with_class(
             make_pod("db")
             .req(cpu="1")
@@ -208,56 +175,49 @@ def test_pdb_protected_node_is_avoided(
             priority_class(1),
         )
     )
-    create_pod(
+    env.create_pod(
         with_class(
             make_pod("batch").req(cpu="1").node_selector(**{"kubernetes.io/hostname": free_name}), priority_class(5)
         )
     )
-    wait_bound(kube, namespace, ["db", "batch"])
+    env.wait_bound("db", "batch")
 
-    create_pod(with_class(make_pod("vip").req(cpu="1").node_selector(pool=group), priority_class(100)))
+    env.create_pod(with_class(make_pod("vip").req(cpu="1").node_selector(pool=group), priority_class(100)))
     nominated = cluster.wait_for(
-        lambda: kube.get(pod_path(namespace, "vip"))["status"].get("nominatedNodeName"),
+        lambda: env.pod("vip")["status"].get("nominatedNodeName"),
         timeout=30,
         what="vip nominated",
     )
     assert nominated == free_name
-    pods = pods_by_name(kube, namespace)
+    pods = env.pods()
     assert pods["batch"]["metadata"].get("deletionTimestamp")
     assert condition(pods["batch"], "DisruptionTarget") is not None
     assert not pods["db"]["metadata"].get("deletionTimestamp")
 
-    finish_victims_until_bound(kube, namespace, "vip", free_name)
-    assert sorted(pods_by_name(kube, namespace)) == ["db", "vip"]
+    finish_victims_until_bound(env, "vip", free_name)
+    assert sorted(env.pods()) == ["db", "vip"]
 
 
-def test_preemption_policy_never_evicts_nothing(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    priority_class: PriorityClasses,
-) -> None:
+def test_preemption_policy_never_evicts_nothing(env: Env, priority_class: PriorityClasses) -> None:
     """A high-priority pod whose class says ``preemptionPolicy: Never`` waits; nobody is evicted."""
-    node = nodes(make_node("full").capacity(cpu="1", memory="8Gi", pods="110"))["metadata"]["name"]
-    start_scheduler()
+    node = env.node(make_node("full").capacity(cpu="1", memory="8Gi", pods="110"))
+    env.start_scheduler()
     on_node = {"kubernetes.io/hostname": node}
-    create_pod(with_class(make_pod("low").req(cpu="1").node_selector(**on_node), priority_class(1)))
-    wait_bound(kube, namespace, ["low"])
+    env.create_pod(with_class(make_pod("low").req(cpu="1").node_selector(**on_node), priority_class(1)))
+    env.wait_bound("low")
 
-    polite = create_pod(
+    polite = env.create_pod(
         with_class(make_pod("polite").req(cpu="1").node_selector(**on_node), priority_class(100, never=True))
     )
     assert polite["spec"]["preemptionPolicy"] == "Never"
     failed = cluster.wait_for(
-        lambda: [e for e in events(kube, namespace, "FailedScheduling") if e["regarding"]["name"] == "polite"],
+        lambda: env.events("FailedScheduling", about="polite"),
         timeout=30,
         what="FailedScheduling for polite",
     )
     assert "preemption: not eligible due to preemptionPolicy=Never." in failed[0]["note"]
-    pods = pods_by_name(kube, namespace)
+    pods = env.pods()
     assert not pods["low"]["metadata"].get("deletionTimestamp")
     assert condition(pods["low"], "DisruptionTarget") is None
     assert not pods["polite"]["status"].get("nominatedNodeName")
-    assert events(kube, namespace, "Preempted") == []
+    assert env.events("Preempted") == []

@@ -12,29 +12,23 @@ from custom_scheduler import config
 from custom_scheduler.core.scheduler import Decision
 from custom_scheduler.devenv import cluster
 from custom_scheduler.framework.loadmetrics import MetricsServerSource
-from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.server.app import App
 from custom_scheduler.server.reload import ConfigWatcher
-from tests.builders import NodeBuilder, make_node, make_pod
+from tests.builders import make_node, make_pod
 from tests.integration.conftest import MINIMAL_CONFIG
-from tests.unit.test_loadmetrics import FakeMetricsServer
+from tests.integration.env import Env
+from tests.unit.framework.test_loadmetrics import FakeMetricsServer
 
 
-def test_shadow_mode_decides_but_never_writes(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-) -> None:
-    nodes(make_node("shadow").capacity(cpu="2", memory="4Gi", pods="10"))
+def test_shadow_mode_decides_but_never_writes(env: Env) -> None:
+    env.nodes(make_node("shadow").capacity(cpu="2", memory="4Gi", pods="10"))
     decisions: list[Decision] = []
-    app = start_scheduler(dry_run=True, on_decision=decisions.append)
+    app = env.start_scheduler(dry_run=True, on_decision=decisions.append)
     for i in range(3):
-        create_pod(make_pod(f"fits-{i}").req(cpu="500m").obj())
-    create_pod(make_pod("too-big").req(cpu="8").obj())
-    mine = [f"{namespace}/fits-{i}" for i in range(3)] + [f"{namespace}/too-big"]
+        env.create_pod(make_pod(f"fits-{i}").req(cpu="500m").obj())
+    env.create_pod(make_pod("too-big").req(cpu="8").obj())
+    mine = [f"{env.namespace}/fits-{i}" for i in range(3)] + [f"{env.namespace}/too-big"]
     cluster.wait_for(lambda: set(mine) <= {d.pod for d in decisions}, timeout=20, what="four decisions")
     by_pod = {d.pod.split("/")[1]: d for d in decisions if d.pod in mine}
     assert all(by_pod[f"fits-{i}"].result == "scheduled" for i in range(3))
@@ -43,50 +37,35 @@ def test_shadow_mode_decides_but_never_writes(
     assert app.cache.counts()["assumed_pods"] == 3
     # ... but the server saw no binding, no event, no status write.
     app.writer.flush()
-    for p in cluster.list_pods(kube, namespace):
+    for p in env.pods().values():
         assert not p["spec"].get("nodeName")
         assert not [c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"]
-    assert kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"] == []
+    assert env.events() == []
 
 
-def test_bad_config_edit_is_refused_and_good_one_applies(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    start_scheduler: Callable[..., App],
-    tmp_path: Path,
-) -> None:
-    nodes(make_node("reload").capacity(cpu="4", memory="8Gi", pods="20"))
+def test_bad_config_edit_is_refused_and_good_one_applies(env: Env, tmp_path: Path) -> None:
+    env.nodes(make_node("reload").capacity(cpu="4", memory="8Gi", pods="20"))
     path = tmp_path / "scheduler-config.yaml"
     path.write_text(MINIMAL_CONFIG)
-    app = start_scheduler(MINIMAL_CONFIG)
+    app = env.start_scheduler(MINIMAL_CONFIG)
     failures: list[Any] = []
     watcher = ConfigWatcher(path, full_registry(), app.apply_config, interval=0.2, on_failure=failures.append)
     stop = threading.Event()
     threading.Thread(target=watcher.run, args=(stop,), daemon=True).start()
     try:
         # A pod for a profile that does not exist yet waits, untouched.
-        create_pod(make_pod("for-b").scheduler("custom-scheduler-b").obj())
+        env.create_pod(make_pod("for-b").scheduler("custom-scheduler-b").obj())
 
         path.write_text(MINIMAL_CONFIG + "  plugins:\n    score:\n      enabled: [{name: NoSuchPlugin}]\n")
         cluster.wait_for(lambda: failures, timeout=10, what="reload refused")
         assert "profiles[0].plugins.score.enabled[0].name" in str(failures[0])
-        create_pod(make_pod("still-works").obj())
-        cluster.wait_for(
-            lambda: kube.get(pod_path(namespace, "still-works"))["spec"].get("nodeName"),
-            timeout=15,
-            what="scheduling continues on the old config",
-        )
+        env.create_pod(make_pod("still-works").obj())
+        env.wait_bound("still-works", timeout=15)  # scheduling continues on the old config
 
         path.write_text(MINIMAL_CONFIG + "- schedulerName: custom-scheduler-b\n")
         cluster.wait_for(lambda: watcher.applied == 1, timeout=10, what="reload applied")
         assert set(app.profiles) == {"custom-scheduler", "custom-scheduler-b"}
-        cluster.wait_for(
-            lambda: kube.get(pod_path(namespace, "for-b"))["spec"].get("nodeName"),
-            timeout=15,
-            what="the new profile's waiting pod bound",
-        )
+        env.wait_bound("for-b", timeout=15)  # the new profile's waiting pod bound
     finally:
         stop.set()
     assert watcher.failed == 1

@@ -33,13 +33,12 @@ from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.plugins import accelerators
 from custom_scheduler.plugins.builtin import full_registry
-from custom_scheduler.server.app import App
-from tests.unit.test_loadmetrics import FakeMetricsServer
+from tests.integration.env import Env
+from tests.unit.framework.test_loadmetrics import FakeMetricsServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 Json = dict[str, Any]
-CreatePod = Callable[[Json], Json]
 
 
 def example_config(name: str, mutate: Callable[[Json], None] | None = None) -> str:
@@ -119,30 +118,18 @@ def priority_classes(kube: KubeClient) -> Iterator[Callable[[str], dict[str, str
             kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
 
-def bound(kube: KubeClient, namespace: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in cluster.list_pods(kube, namespace)}
+def wait_bound(env: Env, names: list[str], namespace: str = "") -> dict[str, str]:
+    """Wait until the pods ``names`` (of the test's namespace unless another is given) are bound;
+    their name -> node."""
+    ns = namespace or env.namespace
 
-
-def wait_bound(kube: KubeClient, namespace: str, names: list[str], timeout: float = 30) -> dict[str, str]:
     def check() -> dict[str, str] | None:
-        b = bound(kube, namespace)
+        b = {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in cluster.list_pods(env.kube, ns)}
         got = {n: b.get(n, "") for n in names}
         return got if all(got.values()) else None
 
-    result: dict[str, str] = cluster.wait_for(check, timeout=timeout, what=f"{names} bound")
+    result: dict[str, str] = cluster.wait_for(check, timeout=30, what=f"{names} bound")
     return result
-
-
-def failed_scheduling(kube: KubeClient, namespace: str, pod: str) -> str:
-    def check() -> str:
-        doc = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
-        for e in doc.get("items", []):
-            if e.get("reason") == "FailedScheduling" and e["regarding"]["name"] == pod:
-                return str(e["note"])
-        return ""
-
-    note: str = cluster.wait_for(check, timeout=30, what=f"FailedScheduling for {pod}")
-    return note
 
 
 def renamed(obj: Json, name: str) -> Json:
@@ -167,31 +154,27 @@ def test_example_config_loads_and_round_trips(example: str) -> None:
 
 
 def test_gpu_pods_packed_on_gpu_nodes_and_ordinary_pods_kept_off(
-    kube: KubeClient,
-    namespace: str,
-    example_nodes: Callable[[str], dict[str, str]],
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
+    env: Env, example_nodes: Callable[[str], dict[str, str]]
 ) -> None:
     names = example_nodes("gpu")
     gpu_nodes = {names["gpu-a100-1"], names["gpu-a100-2"], names["gpu-t4-1"]}
     a100 = {names["gpu-a100-1"], names["gpu-a100-2"]}
     cpu_nodes = {names["cpu-1"], names["cpu-2"]}
     pods = manifests("gpu", "pods.yaml")
-    app = start_scheduler(example_config("gpu"))
+    app = env.start_scheduler(example_config("gpu"))
 
     # Packed: the second 1-GPU pod goes next to the first rather than to an empty GPU node.
-    create_pod(pods["train-1"])
-    first = wait_bound(kube, namespace, ["train-1"])["train-1"]
-    create_pod(pods["train-2"])
-    second = wait_bound(kube, namespace, ["train-2"])["train-2"]
+    env.create_pod(pods["train-1"])
+    first = env.wait_bound("train-1")["train-1"]
+    env.create_pod(pods["train-2"])
+    second = env.wait_bound("train-2")["train-2"]
     assert first in gpu_nodes
     assert second == first
 
     # GPU model / memory: by node affinity (NodeAffinity) and by annotation (AcceleratorIsolation).
-    create_pod(pods["a100-by-affinity"])
-    create_pod(pods["a100-by-annotation"])
-    got = wait_bound(kube, namespace, ["a100-by-affinity", "a100-by-annotation"])
+    env.create_pod(pods["a100-by-affinity"])
+    env.create_pod(pods["a100-by-annotation"])
+    got = wait_bound(env, ["a100-by-affinity", "a100-by-annotation"])
     assert set(got.values()) <= a100
 
     # A burst of ordinary pods, each tolerating every taint: the empty 32-cpu GPU nodes would win
@@ -200,23 +183,23 @@ def test_gpu_pods_packed_on_gpu_nodes_and_ordinary_pods_kept_off(
     web["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "1Gi"}
     web_names = [f"web-{i}" for i in range(16)]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create_pod, [renamed(web, n) for n in web_names]))
-    placed = wait_bound(kube, namespace, web_names)
+        list(pool.map(env.create_pod, [renamed(web, n) for n in web_names]))
+    placed = wait_bound(env, web_names)
     assert set(placed.values()) <= cpu_nodes
 
     # Only GPU nodes have room left: a clear reason, not a GPU node.
-    create_pod(renamed(web, "web-overflow"))
-    note = failed_scheduling(kube, namespace, "web-overflow")
+    env.create_pod(renamed(web, "web-overflow"))
+    note = env.wait_failed_scheduling("web-overflow")[0]
     assert f"3 {accelerators.ERR_REASON_RESERVED}" in note
     assert "2 Insufficient cpu" in note
-    assert bound(kube, namespace)["web-overflow"] == ""
+    assert env.placements()["web-overflow"] == ""
 
     # The same pod without the blanket toleration is kept off by the example's taint as well
     # (what keeps other schedulers' pods away).
     plain = renamed(web, "web-no-toleration")
     del plain["spec"]["tolerations"]
-    create_pod(plain)
-    note = failed_scheduling(kube, namespace, "web-no-toleration")
+    env.create_pod(plain)
+    note = env.wait_failed_scheduling("web-no-toleration")[0]
     assert "3 node(s) had untolerated taint(s)" in note
     assert app.cache.check_invariants() == []
 
@@ -225,13 +208,10 @@ def test_gpu_pods_packed_on_gpu_nodes_and_ordinary_pods_kept_off(
 
 
 def test_pool_members_only_on_pool_nodes_and_non_members_never_there(
-    kube: KubeClient,
-    namespace: str,
+    env: Env,
     example_nodes: Callable[[str], dict[str, str]],
     extra_namespace: Callable[[dict[str, str] | None], str],
     priority_classes: Callable[[str], dict[str, str]],
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
 ) -> None:
     names = example_nodes("pools")
     bigdata = {names["bigdata-1"], names["bigdata-2"]}
@@ -245,30 +225,30 @@ def test_pool_members_only_on_pool_nodes_and_non_members_never_there(
         args = doc["profiles"][0]["pluginConfig"][0]["args"]
         args["pools"][0]["members"]["namespaces"] = [analytics]
 
-    app = start_scheduler(example_config("pools", mutate))
+    app = env.start_scheduler(example_config("pools", mutate))
     cluster.wait_for(lambda: app.namespaces.get(shop) is not None, timeout=15, what="namespace in the informer")
     pods = manifests("pools", "pods.yaml")
     pods["checkout"]["spec"]["priorityClassName"] = classes["online"]
 
     for name in ("spark-driver", "big-etl", "checkout"):
-        create_pod(pods[name])
+        env.create_pod(pods[name])
     in_ns = renamed(pods["web"], "by-namespace")
     in_ns["metadata"]["namespace"] = analytics
-    kube.post(pod_path(analytics, ""), in_ns)
+    env.kube.post(pod_path(analytics, ""), in_ns)
     by_ns_labels = renamed(pods["web"], "by-namespace-labels")
-    kube.post(pod_path(shop, ""), by_ns_labels)
+    env.kube.post(pod_path(shop, ""), by_ns_labels)
     web_names = [f"web-{i}" for i in range(8)]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create_pod, [renamed(pods["web"], n) for n in web_names]))
+        list(pool.map(env.create_pod, [renamed(pods["web"], n) for n in web_names]))
 
-    got = wait_bound(kube, namespace, ["spark-driver", "big-etl", "checkout", *web_names])
+    got = wait_bound(env, ["spark-driver", "big-etl", "checkout", *web_names])
     assert got["spark-driver"] in bigdata  # by label
     assert got["big-etl"] in bigdata  # by size (48Gi >= 32Gi)
     assert got["checkout"] in online  # by priority (the "online" PriorityClass: 100000)
     # Non-members never on pool nodes, although the 64-cpu bigdata nodes are the emptiest.
     assert {got[n] for n in web_names} <= general
-    assert wait_bound(kube, analytics, ["by-namespace"])["by-namespace"] in bigdata
-    assert wait_bound(kube, shop, ["by-namespace-labels"])["by-namespace-labels"] in online
+    assert wait_bound(env, ["by-namespace"], analytics)["by-namespace"] in bigdata
+    assert wait_bound(env, ["by-namespace-labels"], shop)["by-namespace-labels"] in online
 
     # A member that (by its own affinity) cannot use its pool stays pending; the reasons name the pools.
     stray = renamed(pods["spark-driver"], "spark-elsewhere")
@@ -285,24 +265,18 @@ def test_pool_members_only_on_pool_nodes_and_non_members_never_there(
             }
         }
     }
-    create_pod(stray)
-    note = failed_scheduling(kube, namespace, "spark-elsewhere")
+    env.create_pod(stray)
+    note = env.wait_failed_scheduling("spark-elsewhere")[0]
     assert '2 node(s) are outside pool "bigdata" required by the pod' in note
     assert '1 node(s) belong to pool "online" and the pod is not a member' in note
     assert "2 node(s) didn't match Pod's node affinity/selector" in note
     assert app.cache.check_invariants() == []
 
 
-def test_non_member_reason_names_the_pool(
-    kube: KubeClient,
-    namespace: str,
-    example_nodes: Callable[[str], dict[str, str]],
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_non_member_reason_names_the_pool(env: Env, example_nodes: Callable[[str], dict[str, str]]) -> None:
     """A non-member that asks for bigdata nodes by affinity: the pool nodes say why they refuse it."""
     example_nodes("pools")
-    app = start_scheduler(example_config("pools"))
+    app = env.start_scheduler(example_config("pools"))
     pod = renamed(manifests("pools", "pods.yaml")["web"], "wants-bigdata")
     pod["spec"]["affinity"] = {
         "nodeAffinity": {
@@ -313,8 +287,8 @@ def test_non_member_reason_names_the_pool(
             }
         }
     }
-    create_pod(pod)
-    note = failed_scheduling(kube, namespace, "wants-bigdata")
+    env.create_pod(pod)
+    note = env.wait_failed_scheduling("wants-bigdata")[0]
     assert '2 node(s) belong to pool "bigdata" and the pod is not a member' in note
     assert "3 node(s) didn't match Pod's node affinity/selector" in note
     assert app.cache.check_invariants() == []
@@ -349,14 +323,11 @@ def installed_source(
 
 
 def test_load_aware_steers_a_burst_away_from_busy_nodes(
-    kube: KubeClient,
-    namespace: str,
+    env: Env,
     example_nodes: Callable[[str], dict[str, str]],
     metrics_server: FakeMetricsServer,
     installed_source: loadmetrics.MetricsServerSource,
     metrics_sources: loadmetrics.Sources,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
 ) -> None:
     names = example_nodes("load-aware")
     busy, warm, idle = names["busy-1"], names["warm-1"], names["idle-1"]
@@ -364,7 +335,7 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
     metrics_server.set(warm, "4", "16Gi")  # 50%
     metrics_server.set(idle, "0", "0")
     cluster.wait_for(lambda: installed_source.get(idle) is not None, timeout=10, what="first metrics refresh")
-    app = start_scheduler(example_config("load-aware"), metrics_sources=metrics_sources)
+    app = env.start_scheduler(example_config("load-aware"), metrics_sources=metrics_sources)
     # The daemon requeues pods a load threshold rejected whenever fresh metrics arrive.
     installed_source.add_listener(
         lambda: app.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={"NodeLoad"})
@@ -381,8 +352,8 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
         for i in range(8)
     ]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create_pod, workers))
-    got = wait_bound(kube, namespace, [w["metadata"]["name"] for w in workers])
+        list(pool.map(env.create_pod, workers))
+    got = wait_bound(env, [w["metadata"]["name"] for w in workers])
     per_node = {n: sum(1 for v in got.values() if v == n) for n in (busy, warm, idle)}
     # Never the busy node; mostly the idle one; but not all of the burst on it: the pods placed
     # there since the sample count as load, so the warm node takes some once idle looks busier.
@@ -398,12 +369,12 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
     )
     late = copy.deepcopy(workers[0])
     late["metadata"]["name"] = "late"
-    create_pod(late)
-    note = failed_scheduling(kube, namespace, "late")
+    env.create_pod(late)
+    note = env.wait_failed_scheduling("late")[0]
     assert "3 node(s) are overloaded: cpu usage above 85%" in note
     # ... and placed as soon as the metrics show room again.
     metrics_server.set(warm, "1", "8Gi")
-    assert wait_bound(kube, namespace, ["late"])["late"] == warm
+    assert env.wait_bound("late")["late"] == warm
     assert app.cache.check_invariants() == []
 
 
@@ -411,12 +382,7 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
 
 
 def test_online_pod_preempts_batch_pods(
-    kube: KubeClient,
-    namespace: str,
-    example_nodes: Callable[[str], dict[str, str]],
-    priority_classes: Callable[[str], dict[str, str]],
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
+    env: Env, example_nodes: Callable[[str], dict[str, str]], priority_classes: Callable[[str], dict[str, str]]
 ) -> None:
     node = example_nodes("priority")["small-1"]
     classes = priority_classes("priority")
@@ -424,19 +390,19 @@ def test_online_pod_preempts_batch_pods(
     for p in pods.values():
         p["spec"]["priorityClassName"] = classes[p["spec"]["priorityClassName"]]
         p["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}  # other tests' nodes stay out
-    start_scheduler(example_config("priority"))
+    env.start_scheduler(example_config("priority"))
     batch = [n for n in pods if n.startswith("batch-")]
     for n in batch:
-        create_pod(pods[n])
-    wait_bound(kube, namespace, batch)
+        env.create_pod(pods[n])
+    wait_bound(env, batch)
 
-    online = create_pod(pods["online-checkout"])
+    online = env.create_pod(pods["online-checkout"])
     assert online["spec"]["priority"] == 100000
 
     def check() -> bool:
-        cluster.finish_terminating_pods(kube, namespace)  # the kubelet's part
-        return bound(kube, namespace).get("online-checkout") == node
+        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part
+        return env.placements().get("online-checkout") == node
 
     cluster.wait_for(check, timeout=45, interval=0.3, what="online pod bound after preemption")
-    batch_left = [n for n in bound(kube, namespace) if n.startswith("batch-")]
+    batch_left = [n for n in env.placements() if n.startswith("batch-")]
     assert len(batch_left) == 2  # two 1-cpu batch pods made room for the 2-cpu online pod

@@ -13,16 +13,15 @@ import pytest
 from custom_scheduler.core.queue import SubQueue
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
-from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, pod_path
+from custom_scheduler.kube.client import MERGE_PATCH_CT, node_path, pod_path
 from custom_scheduler.server.app import App
 from custom_scheduler.server.delegated_auth import DelegatingAuth
 from custom_scheduler.server.health import HealthServer
 from custom_scheduler.server.metrics import Metrics
 from tests import secure
-from tests.builders import NodeBuilder, make_node, make_pod
+from tests.builders import make_node, make_pod
+from tests.integration.env import Env
 
-#: How long the gated pod is watched for anything the scheduler should not do to it.
-OBSERVE_SECONDS = 4.0
 #: The bound on "scheduled within a second or two" once the last gate is gone.
 UNGATED_BIND_SECONDS = 3.0
 
@@ -57,46 +56,40 @@ def scraped(
     server.stop()
 
 
-def _events_about(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    doc = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
-    return [e for e in doc.get("items", []) if (e.get("regarding") or {}).get("name") == name]
-
-
 def _pod_scheduled(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") == "PodScheduled"]
 
 
 def test_gated_pod_is_not_attempted_until_its_gates_are_removed(
-    gates_supported: None,
-    kube: KubeClient,
-    namespace: str,
-    nodes: Callable[[NodeBuilder], dict[str, Any]],
-    create_pod: Callable[[dict[str, Any]], dict[str, Any]],
-    scraped: tuple[App, Callable[[], str]],
+    gates_supported: None, env: Env, scraped: tuple[App, Callable[[], str]]
 ) -> None:
     app, scrape = scraped
-    node = nodes(make_node("gates"))["metadata"]["name"]
-    gated = create_pod(make_pod("gated").gates("example.com/a").obj())
+    node = env.node(make_node("gates"))
+    gated = env.create_pod(make_pod("gated").gates("example.com/a").obj())
     uid = gated["metadata"]["uid"]
     assert [g["name"] for g in gated["spec"]["schedulingGates"]] == ["example.com/a"]
-    # A control pod: the scheduler is working during the observation window.
-    create_pod(make_pod("free").obj())
-    cluster.wait_for(
-        lambda: kube.get(pod_path(namespace, "free"))["spec"].get("nodeName"), timeout=15, what="control pod bound"
-    )
+    # Control pods prove the scheduler has gone past the gated pod: "free" was created after it, and
+    # "free-2" after a node update, a cluster event that moves unschedulable pods back to the active
+    # queue (gated ones must stay). At the same priority the gated pod, created earlier, would have
+    # been popped before either had it been active, and anything written about it (a condition, an
+    # event) queued before their Scheduled events; so once those are out, we look once.
+    env.create_pod(make_pod("free").obj())
+    env.wait_bound("free", timeout=15)
     cluster.wait_for(lambda: app.queue.where(uid) is SubQueue.GATED, timeout=10, what="gated in the queue")
+    env.kube.patch(node_path(node), {"metadata": {"labels": {"touched": "yes"}}}, MERGE_PATCH_CT)
+    # Only the updated node fits "free-2": it is bound once the scheduler has seen the update.
+    env.create_pod(make_pod("free-2").node_selector(touched="yes").obj())
+    env.wait_bound("free-2", timeout=15)
+    cluster.wait_for(lambda: env.events("Scheduled", about="free-2"), timeout=10, what="free-2's Scheduled event")
 
-    deadline = time.monotonic() + OBSERVE_SECONDS
-    while time.monotonic() < deadline:
-        pod = kube.get(pod_path(namespace, "gated"))
-        assert not pod["spec"].get("nodeName"), "a gated pod was bound"
-        # The API server itself sets PodScheduled=False/SchedulingGated on a gated pod's creation;
-        # anything else (Unschedulable, SchedulerError) would be our write.
-        assert all(c.get("reason") == "SchedulingGated" for c in _pod_scheduled(pod)), _pod_scheduled(pod)
-        assert not pod["status"].get("nominatedNodeName")
-        assert app.queue.where(uid) is SubQueue.GATED
-        time.sleep(0.25)
-    assert _events_about(kube, namespace, "gated") == []
+    pod = env.pod("gated")
+    assert not pod["spec"].get("nodeName"), "a gated pod was bound"
+    # The API server itself sets PodScheduled=False/SchedulingGated on a gated pod's creation;
+    # anything else (Unschedulable, SchedulerError) would be our write.
+    assert all(c.get("reason") == "SchedulingGated" for c in _pod_scheduled(pod)), _pod_scheduled(pod)
+    assert not pod["status"].get("nominatedNodeName")
+    assert app.queue.where(uid) is SubQueue.GATED
+    assert env.events(about="gated") == []
     body = scrape()
     assert 'scheduler_pending_pods{queue="gated"} 1.0' in body
     assert 'scheduler_pending_pods{queue="unschedulable"} 0.0' in body
@@ -106,21 +99,18 @@ def test_gated_pod_is_not_attempted_until_its_gates_are_removed(
 
     # Remove the gate (the API server allows removing, never adding): bound within seconds.
     start = time.monotonic()
-    kube.patch(pod_path(namespace, "gated"), {"spec": {"schedulingGates": None}}, MERGE_PATCH_CT)
+    env.kube.patch(pod_path(env.namespace, "gated"), {"spec": {"schedulingGates": None}}, MERGE_PATCH_CT)
     bound = cluster.wait_for(
-        lambda: kube.get(pod_path(namespace, "gated"))["spec"].get("nodeName"),
-        timeout=UNGATED_BIND_SECONDS,
-        interval=0.05,
-        what="ungated pod bound",
+        lambda: env.node_of("gated"), timeout=UNGATED_BIND_SECONDS, interval=0.05, what="ungated pod bound"
     )
     assert bound == node
     assert time.monotonic() - start < UNGATED_BIND_SECONDS
     scheduled = cluster.wait_for(
-        lambda: [e for e in _events_about(kube, namespace, "gated") if e["reason"] == "Scheduled"],
+        lambda: env.events("Scheduled", about="gated"),
         timeout=10,
         what="Scheduled event",
     )
-    assert scheduled[0]["note"] == f"Successfully assigned {namespace}/gated to {node}"
-    assert not [e for e in _events_about(kube, namespace, "gated") if e["reason"] == "FailedScheduling"]
+    assert scheduled[0]["note"] == f"Successfully assigned {env.namespace}/gated to {node}"
+    assert env.events("FailedScheduling", about="gated") == []
     assert 'scheduler_pending_pods{queue="gated"} 0.0' in scrape()
     assert app.cache.check_invariants() == []

@@ -12,21 +12,19 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from custom_scheduler.core.queue import SubQueue
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.provisioner import Provisioner
 from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.plugins import node_volume_limits, volume_binding, volume_restrictions
-from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder, csinode_obj, make_node, make_pod, make_pv, make_pvc, storage_class_obj
-
-Nodes = Callable[[NodeBuilder], dict[str, Any]]
-CreatePod = Callable[[dict[str, Any]], dict[str, Any]]
+from tests.builders import csinode_obj, make_node, make_pod, make_pv, make_pvc, storage_class_obj
+from tests.integration.env import Env
 
 SC_PATH = "/apis/storage.k8s.io/v1/storageclasses"
 PV_PATH = "/api/v1/persistentvolumes"
@@ -128,15 +126,6 @@ def pv_node(pv: dict[str, Any]) -> str:
     return value
 
 
-def bound(kube: KubeClient, namespace: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in cluster.list_pods(kube, namespace)}
-
-
-def failed_scheduling(kube: KubeClient, namespace: str, pod: str) -> list[str]:
-    events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
-    return [e.get("note", "") for e in events if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod]
-
-
 def statefulset(name: str, cls: str, replicas: int = 3) -> dict[str, Any]:
     template = make_pod(name).label("app", name).obj()
     template["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
@@ -164,11 +153,11 @@ def statefulset(name: str, cls: str, replicas: int = 3) -> dict[str, Any]:
     }
 
 
-def wait_statefulset_placed(kube: KubeClient, store: Storage, namespace: str, n: int) -> dict[str, str]:
+def wait_statefulset_placed(env: Env, store: Storage, n: int) -> dict[str, str]:
     """Every pod bound and every claim Bound; returns pod → node."""
 
     def done() -> dict[str, str] | None:
-        got = bound(kube, namespace)
+        got = env.placements()
         claims = store.claims()
         ok = len(got) == n and all(got.values()) and len(claims) == n
         ok = ok and all(c.get("status", {}).get("phase") == "Bound" for c in claims.values())
@@ -181,16 +170,14 @@ def wait_statefulset_placed(kube: KubeClient, store: Storage, namespace: str, n:
 # -- 1. StatefulSets ------------------------------------------------------------------------------
 
 
-def test_statefulset_on_wffc_local_pvs_lands_each_pod_on_its_pvs_node(
-    kube: KubeClient, namespace: str, nodes: Nodes, store: Storage, start_scheduler: Callable[..., App]
-) -> None:
-    names = [nodes(make_node(f"n{i}"))["metadata"]["name"] for i in range(3)]
+def test_statefulset_on_wffc_local_pvs_lands_each_pod_on_its_pvs_node(env: Env, store: Storage) -> None:
+    names = [env.node(make_node(f"n{i}")) for i in range(3)]
     cls = store.storage_class("local")
     for i, node in enumerate(names):
         store.local_pv(f"pv{i}", node, cls)
-    start_scheduler()
-    kube.post(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", statefulset("db", cls))
-    placed = wait_statefulset_placed(kube, store, namespace, 3)
+    env.start_scheduler()
+    env.kube.post(f"/apis/apps/v1/namespaces/{env.namespace}/statefulsets", statefulset("db", cls))
+    placed = wait_statefulset_placed(env, store, 3)
     assert sorted(placed.values()) == sorted(names), "one pod per node: each node has one PV"
     for i in range(3):
         claim = store.claims()[f"data-db-{i}"]
@@ -198,18 +185,13 @@ def test_statefulset_on_wffc_local_pvs_lands_each_pod_on_its_pvs_node(
 
 
 def test_statefulset_with_dynamic_provisioning_through_the_stand_in(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    provisioner: Provisioner,
-    start_scheduler: Callable[..., App],
+    env: Env, store: Storage, provisioner: Provisioner
 ) -> None:
-    names = {nodes(make_node(f"d{i}"))["metadata"]["name"] for i in range(2)}
+    names = {env.node(make_node(f"d{i}")) for i in range(2)}
     cls = store.storage_class("dyn", provisioner.name)
-    start_scheduler()
-    kube.post(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", statefulset("web", cls))
-    placed = wait_statefulset_placed(kube, store, namespace, 3)
+    env.start_scheduler()
+    env.kube.post(f"/apis/apps/v1/namespaces/{env.namespace}/statefulsets", statefulset("web", cls))
+    placed = wait_statefulset_placed(env, store, 3)
     store.pvs.extend(c["spec"]["volumeName"] for c in store.claims().values())
     assert set(placed.values()) <= names
     for i in range(3):
@@ -221,56 +203,42 @@ def test_statefulset_with_dynamic_provisioning_through_the_stand_in(
 # -- 2. a claim no PV satisfies, until one appears ---------------------------------------------
 
 
-def test_unsatisfiable_claim_waits_with_upstreams_reason_then_binds_when_a_pv_appears(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
-    node = nodes(make_node("only"))["metadata"]["name"]
+def test_unsatisfiable_claim_waits_with_upstreams_reason_then_binds_when_a_pv_appears(env: Env, store: Storage) -> None:
+    node = env.node(make_node("only"))
     cls = store.storage_class("local")
     store.local_pv("small", node, cls, size="1Gi")
     store.claim("big", cls, size="5Gi")
-    start_scheduler()
-    create_pod(make_pod("needs-big").pvc("big").obj())
-    notes = cluster.wait_for(lambda: failed_scheduling(kube, namespace, "needs-big"), timeout=20, what="event")
+    app = env.start_scheduler()
+    uid = env.create_pod(make_pod("needs-big").pvc("big").obj())["metadata"]["uid"]
+    notes = cluster.wait_for(lambda: env.failed_scheduling("needs-big"), timeout=20, what="event")
     assert notes[0] == (
         f"0/1 nodes are available: 1 {volume_binding.ERR_REASON_BIND_CONFLICT}. "
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )
-    time.sleep(1.0)
-    assert bound(kube, namespace)["needs-big"] == ""
+    # The attempt is over and the pod is parked among the unschedulable ones, where only a cluster
+    # event that may help (the PV below) moves it: nothing can bind it before that.
+    cluster.wait_for(lambda: app.queue.where(uid) is SubQueue.UNSCHEDULABLE, timeout=10, what="pod parked")
+    assert env.placements()["needs-big"] == ""
     t0 = time.monotonic()
     store.local_pv("big", node, cls, size="5Gi")
-    cluster.wait_for(lambda: bound(kube, namespace)["needs-big"], timeout=15, what="bound after the PV appeared")
+    env.wait_bound("needs-big", timeout=15)
     took = time.monotonic() - t0
     print(f"\nbound {took:.2f}s after the matching PV appeared")
     assert took < 10
     claim = store.claims()["big"]
-    assert claim["spec"]["volumeName"] == f"big-{namespace}"
+    assert claim["spec"]["volumeName"] == f"big-{env.namespace}"
 
 
 # -- 3. a burst of 50 ---------------------------------------------------------------------------
 
 
-def test_burst_of_50_wffc_claims_against_50_pvs(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
-    names = [
-        nodes(make_node(f"b{i}").capacity(cpu="64", memory="128Gi", pods="200"))["metadata"]["name"] for i in range(5)
-    ]
+def test_burst_of_50_wffc_claims_against_50_pvs(env: Env, store: Storage) -> None:
+    names = [env.node(make_node(f"b{i}").capacity(cpu="64", memory="128Gi", pods="200")) for i in range(5)]
     cls = store.storage_class("local")
     for i in range(50):
         store.local_pv(f"pv{i:02d}", names[i % 5], cls)
         store.claim(f"c{i:02d}", cls)
-    app = start_scheduler()
+    app = env.start_scheduler()
     pending_max = [0]
     stop = threading.Event()
 
@@ -282,14 +250,14 @@ def test_burst_of_50_wffc_claims_against_50_pvs(
     sampler.start()
     t0 = time.monotonic()
     for i in range(50):
-        create_pod(make_pod(f"vol-{i:02d}").pvc(f"c{i:02d}").obj())
+        env.create_pod(make_pod(f"vol-{i:02d}").pvc(f"c{i:02d}").obj())
     for i in range(20):
-        create_pod(make_pod(f"plain-{i:02d}").obj())
+        env.create_pod(make_pod(f"plain-{i:02d}").obj())
 
     plain_done: list[float] = []
 
     def all_bound() -> bool:
-        got = bound(kube, namespace)
+        got = env.placements()
         if not plain_done and all(got.get(f"plain-{i:02d}") for i in range(20)):
             plain_done.append(time.monotonic() - t0)
         return len(got) == 70 and all(got.values())
@@ -302,7 +270,7 @@ def test_burst_of_50_wffc_claims_against_50_pvs(
     volumes = [c["spec"].get("volumeName") for c in claims.values()]
     assert all(c.get("status", {}).get("phase") == "Bound" for c in claims.values())
     assert len(set(volumes)) == 50, "no PV assigned twice"
-    got = bound(kube, namespace)
+    got = env.placements()
     for i in range(50):
         pv = store.pv(claims[f"c{i:02d}"]["spec"]["volumeName"])
         assert pv["spec"]["claimRef"]["name"] == f"c{i:02d}"
@@ -321,38 +289,24 @@ def test_burst_of_50_wffc_claims_against_50_pvs(
 # -- 4. ReadWriteOncePod and CSINode limits -------------------------------------------------------
 
 
-def test_rwop_claim_refuses_a_second_pod(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
-    node = nodes(make_node("rwop"))["metadata"]["name"]
+def test_rwop_claim_refuses_a_second_pod(env: Env, store: Storage) -> None:
+    node = env.node(make_node("rwop"))
     cls = store.storage_class("local")
     store.local_pv("solo", node, cls, access=("ReadWriteOncePod",))
     store.claim("solo", cls, access=("ReadWriteOncePod",))
-    start_scheduler()
-    create_pod(make_pod("first").pvc("solo").obj())
-    cluster.wait_for(lambda: bound(kube, namespace).get("first"), timeout=30, what="first pod bound")
-    create_pod(make_pod("second").pvc("solo").obj())
-    notes = cluster.wait_for(lambda: failed_scheduling(kube, namespace, "second"), timeout=20, what="event")
+    env.start_scheduler()
+    env.create_pod(make_pod("first").pvc("solo").obj())
+    env.wait_bound("first")
+    env.create_pod(make_pod("second").pvc("solo").obj())
+    notes = cluster.wait_for(lambda: env.failed_scheduling("second"), timeout=20, what="event")
     assert f"1 {volume_restrictions.ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT}" in notes[0]
-    assert bound(kube, namespace)["second"] == ""
+    assert env.placements()["second"] == ""
 
 
-def test_csinode_limit_sends_the_third_volume_elsewhere(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_csinode_limit_sends_the_third_volume_elsewhere(env: Env, store: Storage) -> None:
     driver = "csi.test.example.com"
-    small = nodes(make_node("small"))["metadata"]["name"]
-    other = nodes(make_node("other"))["metadata"]["name"]
+    small = env.node(make_node("small"))
+    other = env.node(make_node("other"))
     store.csinode(small, {driver: 2})
     store.csinode(other, {driver: 2})
     cls = store.storage_class("csi", wffc=False)  # Immediate: the PV binder binds the claims at once
@@ -364,28 +318,21 @@ def test_csinode_limit_sends_the_third_volume_elsewhere(
         timeout=30,
         what="claims bound by the PV controller",
     )
-    start_scheduler()
+    env.start_scheduler()
     prefer_small = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [small]}]}
     for i in range(3):
-        create_pod(make_pod(f"p{i}").pvc(f"c{i}").preferred_node_affinity(100, prefer_small).obj())
-        cluster.wait_for(lambda i=i: bound(kube, namespace).get(f"p{i}"), timeout=30, what=f"p{i} bound")
-    got = bound(kube, namespace)
+        env.create_pod(make_pod(f"p{i}").pvc(f"c{i}").preferred_node_affinity(100, prefer_small).obj())
+        env.wait_bound(f"p{i}")
+    got = env.placements()
     assert (got["p0"], got["p1"], got["p2"]) == (small, small, other)
 
 
-def test_volume_attachment_without_a_pod_holds_the_nodes_only_slot_until_deleted(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_volume_attachment_without_a_pod_holds_the_nodes_only_slot_until_deleted(env: Env, store: Storage) -> None:
     """A volume still attached to the node (a VolumeAttachment, no pod using it, as while a deleted
     pod's volume detaches) takes the driver's one slot: a pod with another volume of that driver
     is refused with upstream's reason; deleting the attachment requeues it and it binds there."""
     driver = "csi.test.example.com"
-    node = nodes(make_node("attached"))["metadata"]["name"]
+    node = env.node(make_node("attached"))
     store.csinode(node, {driver: 1})
     cls = store.storage_class("csi", wffc=False)  # Immediate: the PV binder binds the claim at once
     held = store.csi_pv("held", driver, cls)
@@ -397,15 +344,15 @@ def test_volume_attachment_without_a_pod_holds_the_nodes_only_slot_until_deleted
         what="claim bound by the PV controller",
     )
     va = store.volume_attachment(held, node, driver)
-    start_scheduler()
-    create_pod(make_pod("late").pvc("fresh").obj())
-    notes = cluster.wait_for(lambda: failed_scheduling(kube, namespace, "late"), timeout=20, what="event")
+    env.start_scheduler()
+    env.create_pod(make_pod("late").pvc("fresh").obj())
+    notes = cluster.wait_for(lambda: env.failed_scheduling("late"), timeout=20, what="event")
     assert f"1 {node_volume_limits.ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED}" in notes[0]
-    assert bound(kube, namespace)["late"] == ""
-    kube.delete(f"{VA_PATH}/{va}")
+    assert env.placements()["late"] == ""
+    env.kube.delete(f"{VA_PATH}/{va}")
     # No pod or node changes: only the VolumeAttachmentDelete event can bring it back before the
     # 5-minute flush of unschedulable pods.
-    assert cluster.wait_for(lambda: bound(kube, namespace)["late"], timeout=20, what="bound after detach") == node
+    assert env.wait_bound("late", timeout=20)["late"] == node
 
 
 # -- 5. a PreBind that times out ----------------------------------------------------------------
@@ -422,26 +369,19 @@ profiles:
 """
 
 
-def test_pre_bind_timeout_rolls_back_and_the_pod_is_retried(
-    kube: KubeClient,
-    namespace: str,
-    nodes: Nodes,
-    store: Storage,
-    create_pod: CreatePod,
-    start_scheduler: Callable[..., App],
-) -> None:
+def test_pre_bind_timeout_rolls_back_and_the_pod_is_retried(env: Env, store: Storage) -> None:
     """No provisioner serves the class at first: PreBind's wait times out, the reservation is
     undone (nothing left assumed, the pod not bound) and the pod retried; once the provisioner
     runs, a retry binds it."""
-    node = nodes(make_node("slow"))["metadata"]["name"]
+    node = env.node(make_node("slow"))
     name = "custom-scheduler.test/late-provisioner"
     cls = store.storage_class("late", name)
     store.claim("data", cls)
-    app = start_scheduler(SHORT_BIND_TIMEOUT)
-    create_pod(make_pod("waits").pvc("data").obj())
+    app = env.start_scheduler(SHORT_BIND_TIMEOUT)
+    env.create_pod(make_pod("waits").pvc("data").obj())
 
     def timed_out() -> str:
-        pod = kube.get(pod_path(namespace, "waits"))
+        pod = env.pod("waits")
         for c in pod.get("status", {}).get("conditions") or ():
             if c["type"] == "PodScheduled" and "context deadline exceeded" in c.get("message", ""):
                 return str(c["message"])
@@ -449,15 +389,15 @@ def test_pre_bind_timeout_rolls_back_and_the_pod_is_retried(
 
     message = cluster.wait_for(timed_out, timeout=30, what="PreBind timeout reported")
     assert message == "running PreBind plugin 'VolumeBinding': binding volumes: context deadline exceeded"
-    assert bound(kube, namespace)["waits"] == ""
-    assert not app.cache.is_assumed(kube.get(pod_path(namespace, "waits"))["metadata"]["uid"])
+    assert env.placements()["waits"] == ""
+    assert not app.cache.is_assumed(env.pod("waits")["metadata"]["uid"])
     cluster.wait_for(lambda: app.volumes.assumed() == ([], []), timeout=5, what="nothing left assumed")
     claim = store.claims()["data"]
     assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node  # no API rollback
-    late = Provisioner(kube, name).start()
+    late = Provisioner(env.kube, name).start()
     try:
-        cluster.wait_for(lambda: bound(kube, namespace)["waits"], timeout=40, what="bound on a retry")
+        env.wait_bound("waits", timeout=40)  # on a retry
     finally:
         late.stop()
     store.pvs.extend(late.provisioned)
-    assert bound(kube, namespace)["waits"] == node
+    assert env.placements()["waits"] == node

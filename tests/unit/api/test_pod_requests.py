@@ -1,4 +1,4 @@
-"""Effective pod requests (``model.compute_requests``), as upstream's ``PodRequests`` (v1.34+):
+"""Effective pod requests (``resources.compute_requests``), as upstream's ``PodRequests`` (v1.34+):
 containers, sidecars, init containers, pod-level ``spec.resources`` and overhead."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.api.model import compute_requests
+from custom_scheduler.api.resources import compute_requests
 
 MI = 1024 * 1024
 

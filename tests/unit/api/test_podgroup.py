@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from custom_scheduler.api import podgroup as gang
-from custom_scheduler.api.model import MalformedObject, Resources, pod_from_json
+from custom_scheduler.api.model import MalformedObject, pod_from_json
 from custom_scheduler.api.podgroup import Condition, GroupError, MemberCounts, PodGroup
+from custom_scheduler.api.resources import Resources
 from tests.builders import PodGroupBuilder, make_crd_pod_group, make_pod, make_pod_group
 
 # -- parsing ------------------------------------------------------------------------------------

@@ -163,6 +163,7 @@ PLUGINS: dict[str, tuple[tuple[str, ...], Any]] = {
     "NodeResourcesBalancedAllocation": (("pre_score", "score"), None),
     "ImageLocality": (("score",), None),
     "DefaultBinder": (("bind",), None),
+    "NodeDeclaredFeatures": (("pre_filter", "filter"), None),
     # Not defaults:
     "GangScheduling": (("pre_enqueue", "permit"), parse_gang),
     "CustomScore": (("score",), None),

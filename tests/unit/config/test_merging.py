@@ -30,6 +30,7 @@ DEFAULT_FILTER = (  # v1.37's order: NodeName before NodeUnschedulable
     "PodTopologySpread",
     "InterPodAffinity",
     "DynamicResources",
+    "NodeDeclaredFeatures",
 )
 DEFAULT_SCORE = (
     ("TaintToleration", 3),
@@ -73,6 +74,7 @@ def test_default_profile(load: Load) -> None:
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
+        "NodeDeclaredFeatures",
     )
     assert names(p, "filter") == DEFAULT_FILTER
     assert names(p, "postFilter") == ("DefaultPreemption",)

@@ -14,6 +14,7 @@ from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, Status
 from custom_scheduler.plugins import accelerators as acc
+from custom_scheduler.plugins import dra_accelerators
 from custom_scheduler.plugins.accelerators import AcceleratorIsolationArgs, LabelMatch
 from tests.builders import (
     ClaimBuilder,
@@ -502,7 +503,7 @@ CLAIMS = (ONE_GPU, TWO_GPUS, ALL_GPUS, NIC, BY_NAME, UNSELECTIVE, ALLOCATED, FAL
         pytest.param(None, ("one",), 1, id="class-selects-the-driver"),
         pytest.param(None, ("two",), 2, id="count"),
         pytest.param(None, ("one", "two"), 3, id="two-claims"),
-        pytest.param(None, ("all",), acc.DRA_ALL, id="allocation-mode-all"),
+        pytest.param(None, ("all",), dra_accelerators.DRA_ALL, id="allocation-mode-all"),
         pytest.param(None, ("nicc",), None, id="other-driver"),
         pytest.param(None, ("byname",), 1, id="class-named-after-the-driver"),
         pytest.param(None, ("anyc",), None, id="class-without-driver-selector"),
@@ -609,7 +610,7 @@ def test_dra_packing_without_pre_score_and_with_extended_resources() -> None:
 )
 def test_dra_device_class_rule(expr: str, want: bool) -> None:
     cls = dra.device_class_from_json(device_class_obj("some-class", expr))
-    assert acc.DRAAccelerators(acc.DEFAULT_DRA_DRIVERS).device_class(cls) is want
+    assert dra_accelerators.DRAAccelerators(acc.DEFAULT_DRA_DRIVERS).device_class(cls) is want
 
 
 def test_dra_args() -> None:

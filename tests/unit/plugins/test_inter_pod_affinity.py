@@ -17,6 +17,7 @@ from custom_scheduler.api.labels import SelectorError
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, Status
+from custom_scheduler.plugins import affinity_terms
 from custom_scheduler.plugins import inter_pod_affinity as ipa
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.unit.plugins.support import FakeHandle
@@ -735,7 +736,7 @@ def test_add_pod_does_not_leak_into_cloned_states() -> None:
 
 
 def test_existing_pod_terms_are_compiled_once_and_refreshed_on_update() -> None:
-    cache = ipa._TermCache(limit=2)
+    cache = affinity_terms.TermCache(limit=2)
     e = with_terms(pod("e", node="n1", **S1), ANTI, term(sel(expr("security", "Exists")), "zone")).build()
     first = cache.get(e)
     assert cache.get(e) is first
@@ -749,9 +750,9 @@ def test_existing_pod_terms_are_compiled_once_and_refreshed_on_update() -> None:
 
 def test_pod_cached_leniently_still_fails_a_strict_lookup() -> None:
     """An invalid pod seen first as an existing pod (terms dropped) is still rejected as incoming."""
-    cache = ipa._TermCache()
+    cache = affinity_terms.TermCache()
     bad = with_terms(pod("e", **S1), ANTI, term(sel(expr("security", "Near", "x")), "zone")).build()
-    assert cache.get(bad) == ipa.NO_TERMS
+    assert cache.get(bad) == affinity_terms.NO_TERMS
     with pytest.raises(SelectorError):
         cache.get(bad, strict=True)
 

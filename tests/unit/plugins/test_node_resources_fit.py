@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from custom_scheduler.api.model import Node, Pod, Resources
+from custom_scheduler.api.model import Node, Pod
+from custom_scheduler.api.resources import Resources
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, StateNotFoundError, Status
 from custom_scheduler.plugins import node_resources_fit as fit

@@ -12,6 +12,7 @@ from custom_scheduler.core.cache import Cache
 from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.types import Snapshot
 from custom_scheduler.plugins import pod_topology_spread as pts
+from custom_scheduler.plugins import spread_tally
 from tests.builders import make_node, make_pod
 
 ZONES = ["z1", "z2", "z3"]
@@ -74,4 +75,4 @@ def test_tally_equals_a_full_recount(ops: list[tuple[Any, ...]], honor_taints: b
         cache.update_snapshot(snap)
         assert snap.arrays is not None  # so the plugin keeps its counts across cycles
         got = plugin._count(incoming, constraints)
-        assert got == pts._count_matching_pods(incoming, constraints, snap.node_list), op
+        assert got == spread_tally.count_matching_pods(incoming, constraints, snap.node_list), op

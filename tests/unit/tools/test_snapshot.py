@@ -160,7 +160,7 @@ def test_resolve_priority() -> None:
     assert snapshot.resolve_priority(critical, [])["spec"]["priority"] == 2000001000
 
 
-def test_cli_snapshot_without_credentials_exits_2(tmp_path: Path, capsys) -> None:
+def test_cli_snapshot_without_credentials_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["snapshot", "-o", str(tmp_path / "s.yaml"), "--kubeconfig", str(tmp_path / "missing")])
     assert rc == 2
     err = capsys.readouterr().err

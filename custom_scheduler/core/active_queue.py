@@ -1,0 +1,162 @@
+"""activeQ: the pods ready to be tried, and the pods being tried (upstream's ``active_queue.go``).
+
+A heap ordered by the QueueSort ``less`` (priority, then time queued), insertion order breaking
+ties, so pods equal under ``less`` pop first-in first-out. Popping a pod starts an attempt: it is
+*in flight* until its cycle ends (``done``) or it is requeued, and updates and deletes that arrive
+meanwhile are recorded on its :class:`InFlight` record, to be applied at the requeue. As upstream,
+activeQ also keeps the scheduling-cycle counter (one per pop) and the cycle of the last move
+request, which decide whether a rejected pod may wait for an event or must retry.
+
+Not thread-safe on its own: :class:`~custom_scheduler.core.queue.SchedulingQueue` holds its one
+lock around every call and does the waking (one lock for all sub-queues, so a pod moving between
+them is never seen in two or in none).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from custom_scheduler.api import model
+from custom_scheduler.core.pod_heap import PodHeap
+from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+
+Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A popped pod, and what happened to its object while it was being scheduled."""
+
+    qpi: QueuedPodInfo
+    latest: model.Pod | None = None
+    """The newest version seen while in flight (None: no update arrived)."""
+    deleted: bool = False
+    """The pod was deleted while in flight: its requeue is skipped."""
+
+
+class ActiveQueue:
+    """activeQ, the in-flight pods and the cycle counters.
+
+    Args:
+        less: the QueueSort order (see :class:`~custom_scheduler.core.queue.SchedulingQueue`).
+        seq: the insertion sequence shared with backoffQ, so entries from both compare in
+            :meth:`compare` (a group cycle orders members taken from every sub-queue).
+        clock: seconds; stamps a pod's first attempt.
+    """
+
+    def __init__(self, less: Less, *, seq: itertools.count[int], clock: Callable[[], float]) -> None:
+        self._less = less
+        self._seq = seq
+        self._clock = clock
+        self._heap = PodHeap(self.before)
+        self._in_flight: dict[str, InFlight] = {}
+        self._scheduling_cycle = 0
+        self._move_request_cycle = -1
+        self.incoming: Counter[str] = Counter()
+        """Pods that entered activeQ, by event (``scheduler_queue_incoming_pods_total``)."""
+
+    # -- order ----------------------------------------------------------------------------------
+    def before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """``less``, then insertion order: the heap's order."""
+        if self._less(a, b):
+            return True
+        if self._less(b, a):
+            return False
+        return a.seq < b.seq
+
+    def compare(self, a: QueuedPodInfo, b: QueuedPodInfo) -> int:
+        """:meth:`before` as a comparison function, for sorting entries outside the heap."""
+        return -1 if self.before(a, b) else (1 if self.before(b, a) else 0)
+
+    # -- queued pods ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._heap
+
+    def __iter__(self) -> Iterator[QueuedPodInfo]:
+        """Heap (not pop) order, over a copy."""
+        return iter(self._heap)
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._heap.get(uid)
+
+    def remove(self, uid: str) -> QueuedPodInfo | None:
+        return self._heap.remove(uid)
+
+    def push(self, qpi: QueuedPodInfo, event: str) -> None:
+        """Add a pod that is in no sub-queue (PreEnqueue already passed it)."""
+        qpi.seq = next(self._seq)
+        self._heap.push(qpi)
+        self.incoming[event] += 1
+
+    def update(self, pod: model.Pod) -> bool:
+        """Replace a queued pod's object and recompute its position; False if it is not here."""
+        qpi = self._heap.get(pod.uid)
+        if qpi is None:
+            return False
+        qpi.pod = pod
+        self._heap.fix(pod.uid)
+        return True
+
+    def pop(self) -> QueuedPodInfo:
+        """Take the head (activeQ must not be empty) and start its attempt: a new scheduling cycle."""
+        qpi = self._heap.pop()
+        self.start_attempt(qpi)
+        self._scheduling_cycle += 1
+        return qpi
+
+    # -- in flight ------------------------------------------------------------------------------
+    def start_attempt(self, qpi: QueuedPodInfo) -> None:
+        """Count an attempt of a pod no longer in any sub-queue and mark it in flight; a group
+        cycle's members are taken this way, within the popped pod's scheduling cycle."""
+        qpi.attempts += 1
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self._clock()
+        qpi.unschedulable_plugins = set()
+        self._in_flight[qpi.uid] = InFlight(qpi)
+
+    def update_in_flight(self, pod: model.Pod) -> bool:
+        """Record a newer version of an in-flight pod for its requeue; False if it is not in flight."""
+        if (flight := self._in_flight.get(pod.uid)) is None:
+            return False
+        flight.latest = pod
+        flight.deleted = False  # the object exists after all
+        return True
+
+    def delete_in_flight(self, uid: str) -> bool:
+        """Record that an in-flight pod was deleted; False if it is not in flight."""
+        if (flight := self._in_flight.get(uid)) is None:
+            return False
+        flight.deleted = True
+        flight.latest = None
+        return True
+
+    def end_flight(self, uid: str) -> InFlight | None:
+        """The pod's attempt is over (a requeue): its in-flight record, if it was in flight."""
+        return self._in_flight.pop(uid, None)
+
+    def done(self, uid: str) -> None:
+        self._in_flight.pop(uid, None)
+
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    # -- cycles ---------------------------------------------------------------------------------
+    @property
+    def scheduling_cycle(self) -> int:
+        """How many pods have been popped."""
+        return self._scheduling_cycle
+
+    @property
+    def move_request_cycle(self) -> int:
+        """The scheduling cycle current at the last move request (-1 before the first)."""
+        return self._move_request_cycle
+
+    def note_move_request(self) -> None:
+        """A cluster event (or an activation) moved pods: pods in flight now may have missed it."""
+        self._move_request_cycle = self._scheduling_cycle

@@ -1,0 +1,112 @@
+"""backoffQ: pods waiting out their backoff before another try (upstream's ``backoff_queue.go``).
+
+A heap ordered by backoff expiry, ``timestamp + min(initial * 2**(attempts-1), max)`` (1, 2, 4,
+8, 10, 10 ... seconds with the defaults), insertion order breaking ties. A pod leaves it when its
+expiry has passed (:meth:`BackoffQueue.pop_completed`, run by the flush loop and by every pop),
+when it is activated, or when it is deleted; an update leaves it in place, since the expiry
+depends on the timestamp and attempts only.
+
+Not thread-safe on its own: :class:`~custom_scheduler.core.queue.SchedulingQueue` holds its one
+lock around every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from custom_scheduler.api import model
+from custom_scheduler.core.pod_heap import PodHeap
+from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+
+
+class BackoffQueue:
+    """backoffQ and the backoff policy (podInitialBackoffSeconds, podMaxBackoffSeconds).
+
+    Args:
+        seq: the insertion sequence shared with activeQ (see
+            :class:`~custom_scheduler.core.active_queue.ActiveQueue`).
+        clock: seconds; the backoff expiries are on it.
+        initial: backoff after the first attempt.
+        maximum: the cap on backoff.
+    """
+
+    def __init__(
+        self, *, seq: itertools.count[int], clock: Callable[[], float], initial: float, maximum: float
+    ) -> None:
+        self._seq = seq
+        self._clock = clock
+        self._initial = initial
+        self._maximum = maximum
+        self._heap = PodHeap(self._before)
+        self.incoming: Counter[str] = Counter()
+        """Pods that entered backoffQ, by event (``scheduler_queue_incoming_pods_total``)."""
+
+    # -- the policy -----------------------------------------------------------------------------
+    def set_backoff(self, initial: float, maximum: float) -> None:
+        """Change the policy (config reload). Queued pods keep their heap positions."""
+        self._initial = initial
+        self._maximum = maximum
+
+    def duration(self, attempts: int) -> float:
+        """``initial * 2**(attempts-1)`` capped at ``max`` (the initial backoff for attempts <= 1)."""
+        exponent = min(max(attempts - 1, 0), 64)
+        return min(self._initial * 2.0**exponent, self._maximum)
+
+    def expiry(self, qpi: QueuedPodInfo) -> float:
+        """When ``qpi``'s backoff ends (clock seconds)."""
+        return qpi.timestamp + self.duration(qpi.attempts)
+
+    def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        """Whether ``qpi`` must wait here before activeQ (upstream's ``isPodBackingoff``). A gated
+        pod never is: PreEnqueue held it back before an attempt, not after a failed one."""
+        return not qpi.gated and self.expiry(qpi) > self._clock()
+
+    def _before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return (self.expiry(a), a.seq) < (self.expiry(b), b.seq)
+
+    # -- queued pods ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._heap
+
+    def __iter__(self) -> Iterator[QueuedPodInfo]:
+        """Heap (not expiry) order, over a copy."""
+        return iter(self._heap)
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._heap.get(uid)
+
+    def remove(self, uid: str) -> QueuedPodInfo | None:
+        return self._heap.remove(uid)
+
+    def push(self, qpi: QueuedPodInfo, event: str) -> None:
+        """Add a pod that is in no sub-queue."""
+        qpi.seq = next(self._seq)
+        self._heap.push(qpi)
+        self.incoming[event] += 1
+
+    def update(self, pod: model.Pod) -> bool:
+        """Replace a queued pod's object (its expiry, so its position, is unchanged); False if it
+        is not here."""
+        qpi = self._heap.get(pod.uid)
+        if qpi is None:
+            return False
+        qpi.pod = pod
+        return True
+
+    def next_expiry(self) -> float | None:
+        """When the earliest backoff ends; None when no pod is backing off."""
+        head = self._heap.peek()
+        return None if head is None else self.expiry(head)
+
+    def pop_completed(self) -> list[QueuedPodInfo]:
+        """Take every pod whose backoff has ended, earliest first (upstream's
+        ``popAllBackoffCompleted``)."""
+        now, done = self._clock(), []
+        while (head := self._heap.peek()) is not None and self.expiry(head) <= now:
+            done.append(self._heap.pop())
+        return done

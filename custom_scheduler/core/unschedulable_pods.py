@@ -1,0 +1,106 @@
+"""The unschedulable pods: rejected pods waiting for a reason to retry (upstream's
+``unschedulable_entities.go``).
+
+A map by uid. Pods wait here after plugins rejected them, until a cluster event that one of those
+plugins cares about (:meth:`UnschedulablePods.movable`), a change to themselves, or
+``max_in_unschedulable`` seconds (:meth:`UnschedulablePods.timed_out`, the leftover flush). Pods
+that PreEnqueue rejected wait here too, flagged ``gated``; those gated by SchedulingGates are
+never moved by events or by time, because only the pod's own update can remove a gate (upstream
+skips them too, kubernetes#124384).
+
+Not thread-safe on its own: :class:`~custom_scheduler.core.queue.SchedulingQueue` holds its one
+lock around every call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
+
+from custom_scheduler.api import model
+from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+
+#: The PreEnqueue plugin whose rejections only the pod's own update can lift, so cluster events and
+#: the leftover flush skip the pods it gated. Spelled out so this module imports no plugin; a test
+#: keeps it equal to ``plugins.scheduling_gates.NAME``.
+SCHEDULING_GATES = "SchedulingGates"
+
+
+def waits_for_own_update(qpi: QueuedPodInfo) -> bool:
+    """Gated by SchedulingGates: no cluster event and no timeout can help, only an update of the pod."""
+    return qpi.gating_plugin == SCHEDULING_GATES
+
+
+def _rejected_by_any(qpi: QueuedPodInfo, plugins: Collection[str] | None) -> bool:
+    if plugins is None or not qpi.unschedulable_plugins:
+        return True
+    return not qpi.unschedulable_plugins.isdisjoint(plugins)
+
+
+class UnschedulablePods:
+    """The unschedulable map, gated pods included.
+
+    Args:
+        clock: seconds; a pod's wait is measured from its ``timestamp`` on it.
+        max_in_unschedulable: how long a pod may wait before the leftover flush retries it
+            anyway (podMaxInUnschedulablePodsDuration).
+    """
+
+    def __init__(self, *, clock: Callable[[], float], max_in_unschedulable: float) -> None:
+        self._clock = clock
+        self._max_in_unschedulable = max_in_unschedulable
+        self._pods: dict[str, QueuedPodInfo] = {}
+        self.incoming: Counter[str] = Counter()
+        """Pods that entered, gated or not, by event (``scheduler_queue_incoming_pods_total``)."""
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pods
+
+    def __iter__(self) -> Iterator[QueuedPodInfo]:
+        """Insertion order, over a copy."""
+        return iter(list(self._pods.values()))
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._pods.get(uid)
+
+    def add(self, qpi: QueuedPodInfo, event: str) -> None:
+        """Park a pod that is in no sub-queue (gated or rejected)."""
+        self._pods[qpi.uid] = qpi
+        self.incoming[event] += 1
+
+    def remove(self, uid: str) -> QueuedPodInfo | None:
+        return self._pods.pop(uid, None)
+
+    def gated(self) -> list[QueuedPodInfo]:
+        """The pods PreEnqueue holds back."""
+        return [qpi for qpi in self._pods.values() if qpi.gated]
+
+    def gated_count(self) -> int:
+        return sum(1 for qpi in self._pods.values() if qpi.gated)
+
+    def movable(
+        self, plugins: Collection[str] | None, pre_check: Callable[[model.Pod], bool] | None
+    ) -> list[QueuedPodInfo]:
+        """The pods a cluster event may help: not gated by SchedulingGates, rejected by one of
+        ``plugins`` (any, when None; a pod with no recorded plugin always), and passing
+        ``pre_check`` (when given)."""
+        return [
+            qpi
+            for qpi in self._pods.values()
+            if not waits_for_own_update(qpi)
+            and _rejected_by_any(qpi, plugins)
+            and (pre_check is None or pre_check(qpi.pod))
+        ]
+
+    def timed_out(self) -> list[QueuedPodInfo]:
+        """The pods that have waited longer than ``max_in_unschedulable`` (never those gated by
+        SchedulingGates: time does not remove a gate)."""
+        now = self._clock()
+        return [
+            qpi
+            for qpi in self._pods.values()
+            if now - qpi.timestamp > self._max_in_unschedulable and not waits_for_own_update(qpi)
+        ]
