@@ -61,7 +61,8 @@ class PodBuilder:
     # -- spec -------------------------------------------------------------------------------------
     @property
     def spec(self) -> dict[str, Any]:
-        return self._obj["spec"]
+        spec: dict[str, Any] = self._obj["spec"]
+        return spec
 
     def scheduler(self, name: str) -> PodBuilder:
         self.spec["schedulerName"] = name

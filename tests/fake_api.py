@@ -1,4 +1,4 @@
-"""A recording stand-in for the part of KubeClient that preemption writes with (PATCH, DELETE).
+"""A recording stand-in for the framework's ClusterClient (preemption writes with PATCH and DELETE).
 
 Shared by the plugin tests (to prove DefaultPreemption writes nothing), the evictor tests (what
 ApiEvictor sends, in which order) and the fencing tests (that it sends nothing once fenced).
@@ -8,10 +8,11 @@ Unit tests only: anything about how the real API server answers belongs to the i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from custom_scheduler.framework.clusterapi import ClusterClient, Timeout
 from custom_scheduler.kube.client import STRATEGIC_PATCH_CT
 
 Call = tuple[str, str, Any]
@@ -40,15 +41,34 @@ class FakeClient:
                 raise exc
         return {}
 
-    def patch(self, path: str, body: Any, content_type: str = "") -> Any:
+    # The five verbs of framework.clusterapi.ClusterClient (mypy checks the fake against it). Reads
+    # and creates are recorded too, so a test that expects no request sees any of them.
+    def get(self, path: str, *, timeout: Timeout = (5.0, 30.0)) -> Any:
+        return self._call("GET", path, None)
+
+    def post(self, path: str, body: Mapping[str, Any], *, timeout: Timeout = (5.0, 30.0)) -> Any:
+        return self._call("POST", path, body)
+
+    def put(self, path: str, body: Mapping[str, Any], *, timeout: Timeout = (5.0, 30.0)) -> Any:
+        return self._call("PUT", path, body)
+
+    def patch(
+        self, path: str, body: Mapping[str, Any], content_type: str = "", *, timeout: Timeout = (5.0, 30.0)
+    ) -> Any:
         # Every preemption write is a strategic-merge patch of the status subresource.
         assert content_type == STRATEGIC_PATCH_CT
         return self._call("PATCH", path, body)
 
-    def delete(self, path: str, body: Any = None) -> Any:
+    def delete(self, path: str, body: Mapping[str, Any] | None = None, *, timeout: Timeout = (5.0, 30.0)) -> Any:
         return self._call("DELETE", path, body)
 
     def paths(self) -> list[tuple[str, str]]:
         """(method, path) of every request so far, in order."""
         with self._lock:
             return [(m, p) for m, p, _ in self.calls]
+
+
+if TYPE_CHECKING:
+
+    def _fake_client_is_a_cluster_client(c: FakeClient) -> ClusterClient:
+        return c  # mypy checks the fake against the protocol the framework takes

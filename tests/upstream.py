@@ -13,9 +13,15 @@ Log lines (klog text format, ``pkg/scheduler/schedule_one.go`` of v1.37)::
     "Successfully bound pod to node" pod="ns/name" node="n1" evaluatedNodes=5 feasibleNodes=3
 
 Only ``schedule_one.go`` is raised to verbosity 10 (``--vmodule``): at ``--v=10`` everywhere the
-binary logs every API request and response body, which costs more CPU than the test itself.
+binary logs every API request and response body, which costs more CPU than the test itself. The
+informers' handlers (``eventhandlers.go``) log at verbosity 3, one line per event, which tests wait
+for (:meth:`KubeScheduler.logged`) to know what is in kube-scheduler's cache::
+
+    "Add event for scheduled pod" pod="ns/name"
+    "Delete event for node" node="name"
+
 ``CS_KUBE_VMODULE`` replaces the pattern when debugging a difference, e.g.
-``schedule_one=10,eventhandlers=5,cache=5`` to see the cache's node and pod events.
+``schedule_one=10,eventhandlers=5,cache=5`` to see every cache event.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -106,13 +112,15 @@ class KubeScheduler:
 
     def start(self, timeout: float = 30.0) -> KubeScheduler:
         """Start the binary and wait until its node and pod informers listed (1.37 logs no "synced"
-        line at ``--v=2``; the reflectors' ``Caches populated`` lines are the first sign)."""
+        line at ``--v=2``; the reflectors' ``Caches populated`` lines are the first sign). The
+        handlers fill the cache right after: a test that needs them done waits for their lines
+        (:meth:`logged`)."""
         argv = [
             str(self.binary),
             f"--config={self.config}",
             "--secure-port=0",
             "--v=2",
-            "--vmodule=" + os.environ.get("CS_KUBE_VMODULE", "schedule_one=10"),
+            "--vmodule=" + os.environ.get("CS_KUBE_VMODULE", "schedule_one=10,eventhandlers=3"),
             # The batching of 1.35+ reuses a previous pod's result for an "equivalent" pod (a node hint
             # checked with Filter only, no scoring), so a pod could be placed without any score lines.
             "--feature-gates=OpportunisticBatching=false",
@@ -125,9 +133,6 @@ class KubeScheduler:
                 raise RuntimeError(f"kube-scheduler exited {self._proc.returncode}:\n{self.log_tail()}")
             text = self.log_path.read_text(errors="replace")
             if all(f'"Caches populated" type="*v1.{kind}"' in text for kind in ("Node", "Pod")):
-                # The informers listed; their handlers fill the cache right after. A moment more so
-                # the first pod meets a full cache (the test's own barrier covers later changes).
-                time.sleep(0.5)
                 return self
             time.sleep(0.1)
         self.stop()
@@ -160,6 +165,14 @@ class KubeScheduler:
             return self.log_path.stat().st_size
         except OSError:
             return 0
+
+    def logged(self, lines: Iterable[str], since: int = 0) -> list[str]:
+        """Those of ``lines`` (each a substring of one log line) not logged yet after offset
+        ``since``: empty once all are there."""
+        with self.log_path.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        return [line for line in lines if line not in text]
 
     def binding(self, pod_key: str, since: int = 0) -> Binding | None:
         """The pod's ``Successfully bound`` line and the score lines of its cycle, or None while the

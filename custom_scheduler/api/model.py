@@ -267,6 +267,16 @@ def _check_node(n: Node) -> Node:
     return n
 
 
+def resource_version_number(rv: str) -> int:
+    """A resourceVersion as a number, to tell which of two copies of one object is newer (0 when
+    it is not one). The API calls resourceVersions opaque; the assume caches compare them as
+    etcd revisions all the same, as upstream's do (``ParseInt`` of the string)."""
+    try:
+        return int(rv)
+    except ValueError:
+        return 0
+
+
 def parse_time(ts: str | None) -> float | None:
     """RFC 3339 (``2024-01-02T03:04:05Z``, optional fraction or offset) to epoch seconds; a time
     without a zone is taken as UTC. Anything else is None. (``fromisoformat`` is C code: this runs

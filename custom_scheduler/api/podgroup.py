@@ -132,6 +132,11 @@ def api_of(pod: Pod) -> Api | None:
     return NATIVE if pod.pod_group_native else CRD
 
 
+def group_version(api: Api) -> str:
+    """The apiVersion of ``api``'s PodGroups (their status path, events and reports name it)."""
+    return NATIVE_GROUP_VERSION if api == NATIVE else CRD_GROUP_VERSION
+
+
 # --- parsing -------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ at once, each with its field path::
     cfg = config.load_config_file("scheduler-config.yaml", registry)
     print(config.render_effective(cfg))     # what `custom-scheduler check-config` prints
 
-Modules: :mod:`.types` (the dataclasses), :mod:`.defaults` (the default profile),
+Modules: :mod:`.schema` (the dataclasses), :mod:`.defaults` (the default profile),
 :mod:`.loading` (YAML → dataclasses), :mod:`.decoding` (strict typed reads with paths),
 :mod:`.merging` (plugin merge rules), :mod:`.validation` (cross-field checks), :mod:`.render`
 (dataclasses → YAML), :mod:`.durations` (Go duration strings).

@@ -15,12 +15,11 @@ them is never seen in two or in none).
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from custom_scheduler.api import model
-from custom_scheduler.core.pod_heap import PodHeap
+from custom_scheduler.core.pod_heap import HeapQueue
 from custom_scheduler.core.queued_pod_info import QueuedPodInfo
 
 Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
@@ -37,7 +36,7 @@ class InFlight:
     """The pod was deleted while in flight: its requeue is skipped."""
 
 
-class ActiveQueue:
+class ActiveQueue(HeapQueue):
     """activeQ, the in-flight pods and the cycle counters.
 
     Args:
@@ -48,15 +47,12 @@ class ActiveQueue:
     """
 
     def __init__(self, less: Less, *, seq: itertools.count[int], clock: Callable[[], float]) -> None:
+        super().__init__(self.before, seq)
         self._less = less
-        self._seq = seq
         self._clock = clock
-        self._heap = PodHeap(self.before)
         self._in_flight: dict[str, InFlight] = {}
         self._scheduling_cycle = 0
         self._move_request_cycle = -1
-        self.incoming: Counter[str] = Counter()
-        """Pods that entered activeQ, by event (``scheduler_queue_incoming_pods_total``)."""
 
     # -- order ----------------------------------------------------------------------------------
     def before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -72,34 +68,11 @@ class ActiveQueue:
         return -1 if self.before(a, b) else (1 if self.before(b, a) else 0)
 
     # -- queued pods ----------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._heap
-
-    def __iter__(self) -> Iterator[QueuedPodInfo]:
-        """Heap (not pop) order, over a copy."""
-        return iter(self._heap)
-
-    def get(self, uid: str) -> QueuedPodInfo | None:
-        return self._heap.get(uid)
-
-    def remove(self, uid: str) -> QueuedPodInfo | None:
-        return self._heap.remove(uid)
-
-    def push(self, qpi: QueuedPodInfo, event: str) -> None:
-        """Add a pod that is in no sub-queue (PreEnqueue already passed it)."""
-        qpi.seq = next(self._seq)
-        self._heap.push(qpi)
-        self.incoming[event] += 1
-
     def update(self, pod: model.Pod) -> bool:
-        """Replace a queued pod's object and recompute its position; False if it is not here."""
-        qpi = self._heap.get(pod.uid)
-        if qpi is None:
+        """Replace a queued pod's object and recompute its position (``less`` reads the pod, e.g.
+        its priority); False if it is not here."""
+        if not super().update(pod):
             return False
-        qpi.pod = pod
         self._heap.fix(pod.uid)
         return True
 

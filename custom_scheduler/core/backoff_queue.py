@@ -13,15 +13,13 @@ lock around every call.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from custom_scheduler.api import model
-from custom_scheduler.core.pod_heap import PodHeap
+from custom_scheduler.core.pod_heap import HeapQueue
 from custom_scheduler.core.queued_pod_info import QueuedPodInfo
 
 
-class BackoffQueue:
+class BackoffQueue(HeapQueue):
     """backoffQ and the backoff policy (podInitialBackoffSeconds, podMaxBackoffSeconds).
 
     Args:
@@ -30,18 +28,18 @@ class BackoffQueue:
         clock: seconds; the backoff expiries are on it.
         initial: backoff after the first attempt.
         maximum: the cap on backoff.
+
+    Membership, push and update are :class:`HeapQueue`'s: an update leaves a pod where it is,
+    since its expiry reads the timestamp and attempts, never the pod object.
     """
 
     def __init__(
         self, *, seq: itertools.count[int], clock: Callable[[], float], initial: float, maximum: float
     ) -> None:
-        self._seq = seq
+        super().__init__(self._before, seq)
         self._clock = clock
         self._initial = initial
         self._maximum = maximum
-        self._heap = PodHeap(self._before)
-        self.incoming: Counter[str] = Counter()
-        """Pods that entered backoffQ, by event (``scheduler_queue_incoming_pods_total``)."""
 
     # -- the policy -----------------------------------------------------------------------------
     def set_backoff(self, initial: float, maximum: float) -> None:
@@ -66,38 +64,7 @@ class BackoffQueue:
     def _before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return (self.expiry(a), a.seq) < (self.expiry(b), b.seq)
 
-    # -- queued pods ----------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._heap
-
-    def __iter__(self) -> Iterator[QueuedPodInfo]:
-        """Heap (not expiry) order, over a copy."""
-        return iter(self._heap)
-
-    def get(self, uid: str) -> QueuedPodInfo | None:
-        return self._heap.get(uid)
-
-    def remove(self, uid: str) -> QueuedPodInfo | None:
-        return self._heap.remove(uid)
-
-    def push(self, qpi: QueuedPodInfo, event: str) -> None:
-        """Add a pod that is in no sub-queue."""
-        qpi.seq = next(self._seq)
-        self._heap.push(qpi)
-        self.incoming[event] += 1
-
-    def update(self, pod: model.Pod) -> bool:
-        """Replace a queued pod's object (its expiry, so its position, is unchanged); False if it
-        is not here."""
-        qpi = self._heap.get(pod.uid)
-        if qpi is None:
-            return False
-        qpi.pod = pod
-        return True
-
+    # -- leaving -------------------------------------------------------------------------------
     def next_expiry(self) -> float | None:
         """When the earliest backoff ends; None when no pod is backing off."""
         head = self._heap.peek()

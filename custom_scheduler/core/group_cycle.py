@@ -400,6 +400,8 @@ class GroupCycle:
             victims = tuple(self.cache.hold_out(wider.values()))
             self.cache.update_snapshot(self.snapshot)
         except (FrameworkError, RuntimeError):
+            # A plugin failed on this member: no plan can be trusted, so the group preempts
+            # nothing and is rejected with the verdict its placement already had.
             return None
         assumed = self.cache.assume(pod, node)
         st = fwk.run_reserve(state, assumed, node)

@@ -10,7 +10,7 @@ queue          :class:`~core.queue.SchedulingQueue`        the same class, on a 
 nominator      :class:`~core.nominator.Nominator`          the same class
 events         :class:`~core.events.Writer` (API writer)   :class:`RecordingEvents`
 binding        a thread pool running binding cycles        inline: decisions confirmed at once
-evictor        :class:`~framework.preemption.ApiEvictor`   ``MemoryEvictor`` / ``NoEvictor``
+evictor        :class:`~framework.evictor.ApiEvictor`      ``MemoryEvictor`` / ``NoEvictor``
 clock          ``time.monotonic``                          a virtual clock
 =============  ==========================================  ==========================================
 

@@ -26,7 +26,7 @@ def now_rfc3339() -> str:
 
 def create_namespace(kube: KubeClient, name: str, labels: dict[str, str] | None = None) -> None:
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
-    with contextlib.suppress(api_errors.Conflict):
+    with contextlib.suppress(api_errors.Conflict):  # it exists already: what was asked for
         kube.post("/api/v1/namespaces", body)
 
 
@@ -42,8 +42,9 @@ def delete_namespace(kube: KubeClient, name: str, *, finish_pods: bool = True, w
     try:
         kube.delete(f"/api/v1/namespaces/{name}")
     except api_errors.NotFound:
-        return
+        return  # gone already: nothing to delete or to wait for
     if finish_pods:
+        # NotFound: no pod left to delete, which is the aim.
         with contextlib.suppress(api_errors.NotFound):
             kube.delete(pod_path(name), {"gracePeriodSeconds": 0})  # deletecollection
     if wait <= 0:
@@ -68,7 +69,7 @@ def create_priority_class(kube: KubeClient, obj: dict[str, Any], timeout: float 
     A dry-run pod create goes through the same admission chain without storing anything, so it
     tells when the class is visible there.
     """
-    with contextlib.suppress(api_errors.Conflict):
+    with contextlib.suppress(api_errors.Conflict):  # it exists already: admission is still awaited
         kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", obj)
     name = obj["metadata"]["name"]
     probe = {
@@ -105,7 +106,7 @@ def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
         "lastHeartbeatTime": ts,
         "lastTransitionTime": ts,
     }
-    with contextlib.suppress(api_errors.Conflict):
+    with contextlib.suppress(api_errors.Conflict):  # it exists already: its status and taints are set below
         kube.post(node_path(), obj)
     patch_status = {"status": {**{k: v for k, v in status.items() if k != "conditions"}, "conditions": [ready]}}
     kube.patch(node_path(name, "status"), patch_status, content_type=MERGE_PATCH_CT)
@@ -115,7 +116,7 @@ def create_ready_node(kube: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
 
 def delete_nodes(kube: KubeClient, names: Iterable[str]) -> None:
     for n in names:
-        with contextlib.suppress(api_errors.NotFound):
+        with contextlib.suppress(api_errors.NotFound):  # gone already: the aim
             kube.delete(node_path(n))
 
 

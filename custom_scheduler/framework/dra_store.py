@@ -37,6 +37,8 @@ from custom_scheduler.api.dra import (
     ResourceSlice,
     candidates_for_node,
 )
+from custom_scheduler.api.model import resource_version_number as _rv
+from custom_scheduler.framework.listeners import notify
 
 log = structlog.get_logger("custom_scheduler.api.dra")
 
@@ -45,13 +47,6 @@ KINDS = (SLICE, CLASS, CLAIM)
 
 Listener = Callable[[str, Any, Any], None]
 """``(kind, old, new)`` after a change (old None: add; new None: delete)."""
-
-
-def _rv(v: str) -> int:
-    try:
-        return int(v)
-    except ValueError:
-        return 0
 
 
 class DRAStore:
@@ -145,11 +140,7 @@ class DRAStore:
         self._set_devices("claim:" + key, alloc.devices if alloc is not None else frozenset())
 
     def _notify(self, kind: str, old: Any, new: Any) -> None:
-        for fn in self._listeners:
-            try:
-                fn(kind, old, new)
-            except Exception:
-                log.exception("dra_listener_failed", kind=kind)
+        notify(self._listeners, (kind, old, new), log, "dra_listener_failed", kind=kind)
 
     def load(self, kind: str, objs: Iterable[Any]) -> None:
         for o in objs:

@@ -172,8 +172,9 @@ class ApiEvictor:
             return
         try:
             self._pool.submit(self._clear_now, todo)
-        except RuntimeError:  # shut down: nothing more is sent
-            pass
+        except RuntimeError:
+            # Shut down: the daemon is stopping, and nothing more is sent.
+            log.info("clear_nominated_node_dropped", pods=[p.key for p in todo], reason="evictor shut down")
 
     def _clear_now(self, pods: Sequence[Pod]) -> None:
         for p in pods:
@@ -187,7 +188,9 @@ class ApiEvictor:
                     STRATEGIC_PATCH_CT,
                 )
             except (api_errors.NotFound, api_errors.Conflict):
-                pass
+                # Gone, or replaced by a new pod of the same name (uid precondition): it has no
+                # nomination left to clear.
+                log.info("clear_nominated_node_gone", pod=p.key)
             except api_errors.KubeError as e:
                 log.warning("clear_nominated_node_failed", pod=p.key, error=str(e)[:300])
 

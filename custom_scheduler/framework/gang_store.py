@@ -36,6 +36,7 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.api.podgroup import Api, PodGroup
 from custom_scheduler.framework.clusterapi import STRATEGIC_PATCH_CT, ClusterClient, api_errors
 from custom_scheduler.framework.fence import Fence
+from custom_scheduler.framework.listeners import notify
 
 log = structlog.get_logger("custom_scheduler.api.podgroup")
 
@@ -107,9 +108,8 @@ class GangStore:
 
     # -- feeding: members -------------------------------------------------------------------------
     def member_added(self, pod: Pod) -> None:
-        if not pod.pod_group:
+        if (k := _member_key(pod)) is None:
             return
-        k = _member_key(pod)
         with self._lock:
             members = self._members.setdefault(k, {})
             members[pod.uid] = pod
@@ -119,23 +119,23 @@ class GangStore:
             self._notify(GangChange(POD_GROUP_MEMBER_ADD, k[0], k[1]))
 
     def member_updated(self, old: Pod, new: Pod) -> None:
-        if not (old.pod_group or new.pod_group):
-            return
-        if (old.pod_group, old.pod_group_native) != (new.pod_group, new.pod_group_native):
+        k = _member_key(new)
+        if k != _member_key(old):  # moved to another group, or joined or left one
             self.member_deleted(old)
             self.member_added(new)
             return
+        if k is None:
+            return
         with self._lock:
-            members = self._members.get(_member_key(new))
+            members = self._members.get(k)
             if members is not None and new.uid in members:
                 members[new.uid] = new
                 return
         self.member_added(new)
 
     def member_deleted(self, pod: Pod) -> None:
-        if not pod.pod_group:
+        if (k := _member_key(pod)) is None:
             return
-        k = _member_key(pod)
         with self._lock:
             members = self._members.get(k)
             if members is None:
@@ -145,11 +145,7 @@ class GangStore:
                 del self._members[k]
 
     def _notify(self, change: GangChange) -> None:
-        for fn in self._listeners:
-            try:
-                fn(change)
-            except Exception:
-                log.exception("gang_listener_failed", change=change.event, group=change.key)
+        notify(self._listeners, (change,), log, "gang_listener_failed", change=change.event, group=change.key)
 
     # -- listers ----------------------------------------------------------------------------------
     def get(self, key: str, api: Api | None = None) -> PodGroup | None:
@@ -161,11 +157,10 @@ class GangStore:
 
     def group_for(self, pod: Pod) -> PodGroup | None:
         """The PodGroup ``pod`` declares membership of, if the informers have it."""
-        if not pod.pod_group:
+        if (k := _member_key(pod)) is None:
             return None
-        api, key = _member_key(pod)
         with self._lock:
-            return self._groups.get((api, key))
+            return self._groups.get(k)
 
     def groups(self) -> list[PodGroup]:
         with self._lock:
@@ -192,7 +187,10 @@ class GangStore:
         return [p for p in self.members(group) if not p.node_name and not self._is_placed(p.uid)]
 
 
-def _member_key(pod: Pod) -> tuple[Api, str]:
+def _member_key(pod: Pod) -> tuple[Api, str] | None:
+    """The (api, ``namespace/name``) of the PodGroup ``pod`` names; None when it names none."""
+    if not pod.pod_group:
+        return None
     return (gang.NATIVE if pod.pod_group_native else gang.CRD, f"{pod.namespace}/{pod.pod_group}")
 
 
@@ -229,8 +227,7 @@ class WriteResult:
 
 
 def status_path(group: PodGroup) -> str:
-    gv = gang.NATIVE_GROUP_VERSION if group.api == gang.NATIVE else gang.CRD_GROUP_VERSION
-    return f"/apis/{gv}/namespaces/{group.namespace}/podgroups/{group.name}/status"
+    return f"/apis/{gang.group_version(group.api)}/namespaces/{group.namespace}/podgroups/{group.name}/status"
 
 
 def _now() -> str:

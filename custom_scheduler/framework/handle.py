@@ -19,7 +19,7 @@ from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
-from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, Snapshot, Status
+from custom_scheduler.framework.types import CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.framework.waiting import WaitingPodMap
 
@@ -119,24 +119,12 @@ class SnapshotHandle:
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status:
-        for ext in self._fwk().pre_filter_extensions:
-            if ext.name in state.skip_filter:
-                continue
-            st = ext.add_pod(state, pod, pod_to_add, node_info)
-            if not st.is_success:
-                return st.with_plugin(ext.name)
-        return SUCCESS
+        return self._fwk().run_pre_filter_extension_add_pod(state, pod, pod_to_add, node_info)
 
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status:
-        for ext in self._fwk().pre_filter_extensions:
-            if ext.name in state.skip_filter:
-                continue
-            st = ext.remove_pod(state, pod, pod_to_remove, node_info)
-            if not st.is_success:
-                return st.with_plugin(ext.name)
-        return SUCCESS
+        return self._fwk().run_pre_filter_extension_remove_pod(state, pod, pod_to_remove, node_info)
 
     @property
     def waiting_pods(self) -> WaitingPodMap:

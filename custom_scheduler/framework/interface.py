@@ -237,8 +237,27 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
 
 
-class Handle(Protocol):
-    """What the framework lends plugins: the current snapshot and, for I/O plugins, the API."""
+class DryRunner(Protocol):
+    """The part of the Handle a preemption dry run needs: the profile's filters and PreFilter
+    extensions, run on modified copies of a node (and of the cycle state)."""
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        """Run this profile's Filter plugins on ``node_info`` (with nominated pods accounted);
+        preemption's dry runs use it on modified copies of a node."""
+        ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status: ...
+
+
+class Handle(DryRunner, Protocol):
+    """What the framework lends plugins: the current snapshot and, for I/O plugins, the API (and,
+    from :class:`DryRunner`, the profile's filters for preemption's dry runs)."""
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         """Every node of the current cycle's snapshot (PreFilter of spread/affinity counts pods here)."""
@@ -270,19 +289,6 @@ class Handle(Protocol):
     def nominated_pods(self, node_name: str) -> Sequence[Pod]:
         """Pods nominated to ``node_name`` by earlier preemptions and not yet bound."""
         ...
-
-    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
-        """Run this profile's Filter plugins on ``node_info`` (with nominated pods accounted);
-        preemption's dry runs use it on modified copies of a node."""
-        ...
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
-    ) -> Status: ...
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
-    ) -> Status: ...
 
     def record_event(
         self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"

@@ -9,12 +9,12 @@ and no Handle is patched after construction.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
 from custom_scheduler.config.schema import Profile
 from custom_scheduler.framework import loadmetrics
+from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
@@ -31,7 +31,7 @@ def build_frameworks(
     registry: Registry,
     snapshot: Snapshot,
     *,
-    client: Any,
+    client: ClusterClient | None,
     namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
     default_spread_selector: Callable[[Pod], Selector | None] | None = None,
     volumes: VolumeStore | None = None,

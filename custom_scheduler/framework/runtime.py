@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -279,16 +279,38 @@ class Framework:
             st2 = state.clone()
             for other in add:
                 ni.add_pod(other)
-                for ext in self.pre_filter_extensions:
-                    if ext.name in st2.skip_filter:
-                        continue
-                    s = ext.add_pod(st2, pod, other, ni)
-                    if not s.is_success:
-                        return s.with_plugin(ext.name)
+                s = self.run_pre_filter_extension_add_pod(st2, pod, other, ni)
+                if not s.is_success:
+                    return s
             st = self.run_filter(st2, pod, ni)
             if not st.is_success:
                 return st
         return self.run_filter(state, pod, node_info)
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status:
+        """Tell the PreFilter extensions that ``pod_to_add`` joined ``node_info`` (upstream's
+        ``RunPreFilterExtensionAddPod``); the first non-success, stamped with its plugin."""
+        return self._run_pre_filter_extensions(state, lambda ext: ext.add_pod(state, pod, pod_to_add, node_info))
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status:
+        """Tell the PreFilter extensions that ``pod_to_remove`` left ``node_info`` (upstream's
+        ``RunPreFilterExtensionRemovePod``); the first non-success, stamped with its plugin."""
+        return self._run_pre_filter_extensions(state, lambda ext: ext.remove_pod(state, pod, pod_to_remove, node_info))
+
+    def _run_pre_filter_extensions(self, state: CycleState, call: Callable[[fi.PreFilterExtensions], Status]) -> Status:
+        """``call`` on each extension whose plugin's PreFilter did not skip this pod (it has no
+        state to update), in order, until one fails."""
+        for ext in self.pre_filter_extensions:
+            if ext.name in state.skip_filter:
+                continue
+            st = call(ext)
+            if not st.is_success:
+                return st.with_plugin(ext.name)
+        return SUCCESS
 
     def run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> fi.PostFilterResult:
         last = fi.PostFilterResult(Status.unschedulable())

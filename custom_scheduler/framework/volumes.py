@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import structlog
 
@@ -43,9 +43,12 @@ from custom_scheduler.api.storage import (
     StorageClass,
     VolumeAttachment,
 )
+from custom_scheduler.framework.listeners import notify
 from custom_scheduler.framework.types import SUCCESS, Status
 
 log = structlog.get_logger("custom_scheduler.volumes")
+
+T = TypeVar("T")
 
 #: How often pending waits are re-checked without an event (upstream polls every second).
 SWEEP_INTERVAL = 1.0
@@ -93,8 +96,8 @@ class VolumeStore:
         # NodeVolumeLimits asks for one node's attachments per Filter call (upstream's
         # spec.nodeName indexer), so they are indexed rather than scanned.
         self._vas_by_node: dict[str, dict[str, VolumeAttachment]] = {}
-        self._assumed_pvs: dict[str, PersistentVolume] = {}
-        self._assumed_pvcs: dict[str, PersistentVolumeClaim] = {}
+        # The assume cache: kind (PV, PVC) -> key -> the assumed object.
+        self._assumed: dict[str, dict[str, Any]] = {PV: {}, PVC: {}}
         self._listeners: list[Listener] = []
         self._clock = clock
         self._waits: dict[int, _Wait] = {}
@@ -122,9 +125,9 @@ class VolumeStore:
                 if old is not None:
                     self._pvs_by_class.get(old.storage_class, {}).pop(key, None)
                 self._pvs_by_class.setdefault(obj.storage_class, {})[key] = obj
-                self._expire(self._assumed_pvs, key, obj)
+                self._expire(self._assumed[PV], key, obj)
             elif kind == PVC:
-                self._expire(self._assumed_pvcs, key, obj)
+                self._expire(self._assumed[PVC], key, obj)
             elif kind == VOLUME_ATTACHMENT:
                 if old is not None:
                     self._vas_by_node.get(old.node_name, {}).pop(key, None)
@@ -138,20 +141,16 @@ class VolumeStore:
             old = self._objs[kind].pop(key, None)
             if kind == PV:
                 self._pvs_by_class.get(obj.storage_class, {}).pop(key, None)
-                self._assumed_pvs.pop(key, None)
+                self._assumed[PV].pop(key, None)
             elif kind == PVC:
-                self._assumed_pvcs.pop(key, None)
+                self._assumed[PVC].pop(key, None)
             elif kind == VOLUME_ATTACHMENT:
                 self._vas_by_node.get((old or obj).node_name, {}).pop(key, None)
             self._poke_locked()
         self._notify(kind, old if old is not None else obj, None)
 
     def _notify(self, kind: str, old: Any, new: Any) -> None:
-        for fn in self._listeners:
-            try:
-                fn(kind, old, new)
-            except Exception:
-                log.exception("volume_listener_failed", kind=kind)
+        notify(self._listeners, (kind, old, new), log, "volume_listener_failed", kind=kind)
 
     @staticmethod
     def _expire(assumed: dict[str, Any], key: str, api_obj: Any) -> None:
@@ -162,55 +161,31 @@ class VolumeStore:
     # -- listers ----------------------------------------------------------------------------------
     def get_pv(self, name: str) -> PersistentVolume | None:
         """The PV as this scheduler assumes it (an assumed claimRef wins over the API's copy)."""
-        with self._lock:
-            api = self._objs[PV].get(name)
-            got = self._assumed_pvs.get(name)
-            if api is not None and got is not None and got.resource_version == api.resource_version:
-                return got
-            return api
+        return self._read(PV, name, PersistentVolume, assumed=True)
 
     def get_pv_api(self, name: str) -> PersistentVolume | None:
-        with self._lock:
-            obj: PersistentVolume | None = self._objs[PV].get(name)
-            return obj
+        return self._read(PV, name, PersistentVolume)
 
     def pvs_of_class(self, storage_class: str) -> list[PersistentVolume]:
         """Every PV of ``storage_class``, assumed versions in place of the API's."""
         with self._lock:
-            out = []
-            for name, pv in self._pvs_by_class.get(storage_class, {}).items():
-                got = self._assumed_pvs.get(name)
-                out.append(got if got is not None and got.resource_version == pv.resource_version else pv)
-            return out
+            return [self._current(PV, name, pv) for name, pv in self._pvs_by_class.get(storage_class, {}).items()]
 
     def get_pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
-        key = f"{namespace}/{name}"
-        with self._lock:
-            api = self._objs[PVC].get(key)
-            got = self._assumed_pvcs.get(key)
-            if api is not None and got is not None and got.resource_version == api.resource_version:
-                return got
-            return api
+        """The claim as this scheduler assumes it (an assumed selected node wins over the API's)."""
+        return self._read(PVC, f"{namespace}/{name}", PersistentVolumeClaim, assumed=True)
 
     def get_pvc_api(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
-        with self._lock:
-            obj: PersistentVolumeClaim | None = self._objs[PVC].get(f"{namespace}/{name}")
-            return obj
+        return self._read(PVC, f"{namespace}/{name}", PersistentVolumeClaim)
 
     def storage_class(self, name: str) -> StorageClass | None:
-        with self._lock:
-            obj: StorageClass | None = self._objs[STORAGE_CLASS].get(name)
-            return obj
+        return self._read(STORAGE_CLASS, name, StorageClass)
 
     def csinode(self, name: str) -> CSINode | None:
-        with self._lock:
-            obj: CSINode | None = self._objs[CSI_NODE].get(name)
-            return obj
+        return self._read(CSI_NODE, name, CSINode)
 
     def csidriver(self, name: str) -> CSIDriver | None:
-        with self._lock:
-            obj: CSIDriver | None = self._objs[CSI_DRIVER].get(name)
-            return obj
+        return self._read(CSI_DRIVER, name, CSIDriver)
 
     def volume_attachments_on(self, node_name: str) -> list[VolumeAttachment]:
         """The VolumeAttachments whose ``spec.nodeName`` is ``node_name``."""
@@ -226,50 +201,63 @@ class VolumeStore:
         with self._lock:
             return list(self._objs[kind].values())
 
+    def _read(self, kind: str, key: str, cls: type[T], *, assumed: bool = False) -> T | None:
+        """Object ``key`` of ``kind``: the API's copy, or with ``assumed`` what readers see
+        (:meth:`_current`). The store keeps every kind in one table of Any; ``cls`` types the
+        answer for the caller."""
+        with self._lock:
+            api = self._objs[kind].get(key)
+            return cast("T | None", self._current(kind, key, api) if assumed else api)
+
     # -- assume cache -----------------------------------------------------------------------------
     def assume_pv(self, pv: PersistentVolume) -> None:
         """Record ``pv`` (a modified copy of the API's) as assumed. Raises ValueError when the
         API's copy moved on since ``pv`` was read (upstream's "out of sync")."""
-        with self._lock:
-            api = self._objs[PV].get(pv.name)
-            if api is None:
-                raise ValueError(f'persistentvolume "{pv.name}" not found')
-            if api.resource_version != pv.resource_version:
-                raise ValueError(
-                    f'"{pv.name}" is out of sync (stored: {api.resource_version}, assume: {pv.resource_version})'
-                )
-            self._assumed_pvs[pv.name] = pv
+        self._assume(PV, pv.name, pv)
 
     def restore_pv(self, pv: PersistentVolume) -> None:
         """Drop the assumption made with ``pv`` (a later assumption of the same PV stays)."""
-        with self._lock:
-            got = self._assumed_pvs.get(pv.name)
-            if got is not None and got.resource_version == pv.resource_version:
-                del self._assumed_pvs[pv.name]
+        self._restore(PV, pv.name, pv)
 
     def assume_pvc(self, pvc: PersistentVolumeClaim) -> None:
-        with self._lock:
-            api = self._objs[PVC].get(pvc.key)
-            if api is None:
-                raise ValueError(f'persistentvolumeclaim "{pvc.key}" not found')
-            if api.resource_version != pvc.resource_version:
-                raise ValueError(
-                    f'"{pvc.key}" is out of sync (stored: {api.resource_version}, assume: {pvc.resource_version})'
-                )
-            self._assumed_pvcs[pvc.key] = pvc
+        """As :meth:`assume_pv`, for a claim."""
+        self._assume(PVC, pvc.key, pvc)
 
     def restore_pvc(self, pvc: PersistentVolumeClaim) -> None:
-        with self._lock:
-            got = self._assumed_pvcs.get(pvc.key)
-            if got is not None and got.resource_version == pvc.resource_version:
-                del self._assumed_pvcs[pvc.key]
+        """As :meth:`restore_pv`, for a claim."""
+        self._restore(PVC, pvc.key, pvc)
 
     def assumed(self) -> tuple[list[str], list[str]]:
         """Names of the assumed PVs and keys of the assumed PVCs (tests check nothing is left)."""
         with self._lock:
-            pvs = [n for n, pv in self._assumed_pvs.items() if self._still_assumed(PV, n, pv)]
-            pvcs = [k for k, c in self._assumed_pvcs.items() if self._still_assumed(PVC, k, c)]
+            pvs = [n for n, pv in self._assumed[PV].items() if self._still_assumed(PV, n, pv)]
+            pvcs = [k for k, c in self._assumed[PVC].items() if self._still_assumed(PVC, k, c)]
             return pvs, pvcs
+
+    def _assume(self, kind: str, key: str, obj: Any) -> None:
+        with self._lock:
+            api = self._objs[kind].get(key)
+            if api is None:
+                raise ValueError(f'{kind.lower()} "{key}" not found')
+            if api.resource_version != obj.resource_version:
+                raise ValueError(
+                    f'"{key}" is out of sync (stored: {api.resource_version}, assume: {obj.resource_version})'
+                )
+            self._assumed[kind][key] = obj
+
+    def _restore(self, kind: str, key: str, obj: Any) -> None:
+        with self._lock:
+            got = self._assumed[kind].get(key)
+            if got is not None and got.resource_version == obj.resource_version:
+                del self._assumed[kind][key]
+
+    def _current(self, kind: str, key: str, api: Any) -> Any:
+        """What readers see of ``key``: its assumed version while that was assumed from the API's
+        copy ``api`` (the informer has not moved on), else ``api``. Under the lock."""
+        got = self._assumed[kind].get(key)
+        if api is not None and got is not None and got.resource_version == api.resource_version:
+            return got
+        return api
 
     def _still_assumed(self, kind: str, key: str, obj: Any) -> bool:
         api = self._objs[kind].get(key)
@@ -328,7 +316,10 @@ class VolumeStore:
                     self._waits.pop(wid, None)
                 if not result.is_success:
                     log.info("volume_binding_failed", what=w.what, reason=result.message)
-                with contextlib.suppress(Exception):  # a callback's failure is its own
+                # Cannot fail in practice: the future is RUNNING (so not cancellable) and is set once,
+                # its wait having left _waits under the lock; a done-callback's error is logged by
+                # concurrent.futures itself. Suppressed so a surprise cannot stop the other waits.
+                with contextlib.suppress(Exception):
                     w.future.set_result(result)
 
     def _run_waiter(self) -> None:
@@ -349,6 +340,7 @@ class VolumeStore:
             self._waits.clear()
             self._wake.notify_all()
         for w in waits:
+            # As in check_waits: it cannot fail in practice, and must not stop the shutdown.
             with contextlib.suppress(Exception):
                 w.future.set_result(Status.as_error("scheduler is shutting down"))
 

@@ -177,9 +177,7 @@ class GangScheduling:
         pg = self._group(group)
         if pg is None:
             return
-        kind = (
-            ("PodGroup", gang.NATIVE_GROUP_VERSION) if pg.api == gang.NATIVE else ("PodGroup", gang.CRD_GROUP_VERSION)
-        )
+        kind = ("PodGroup", gang.group_version(pg.api))
         writer = self.gangs.status
         if result == "scheduled":
             note = f"Successfully assigned {len(placed)} pod(s) of pod group {pg.key}"

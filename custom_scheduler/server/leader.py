@@ -267,13 +267,19 @@ class LeaderElector:
             "metadata": {**meta, "resourceVersion": meta.get("resourceVersion", "")},
             "spec": {**(self._lease.get("spec") or {}), **record.to_spec()},
         }
+        return self._write("update", lambda: self.client.put(self._path, body, timeout=self._timeout()))
+
+    def _write(self, verb: str, send: Callable[[], dict[str, Any]]) -> bool:
+        """``send`` one write of the Lease; True with what the server returned observed. A Conflict
+        is a lost race, not a failure (another candidate wrote since our read, or created the Lease
+        first): the caller simply does not hold it this round."""
         try:
-            written = self.client.put(self._path, body, timeout=self._timeout())
+            written = send()
         except api_errors.Conflict:
-            log.debug("lease_update_conflict", lease=self.lease_name, identity=self.identity)
+            log.debug(f"lease_{verb}_conflict", lease=self.lease_name, identity=self.identity)
             return False
         except api_errors.KubeError as e:
-            log.warning("lease_update_failed", lease=self.lease_name, error=str(e)[:200])
+            log.warning(f"lease_{verb}_failed", lease=self.lease_name, error=str(e)[:200])
             return False
         self._observe(written)
         return True
@@ -325,15 +331,8 @@ class LeaderElector:
             "metadata": {"name": self.config.resource_name, "namespace": self.config.resource_namespace},
             "spec": record.to_spec(),
         }
-        try:
-            created = self.client.post(lease_path(self.config.resource_namespace), body, timeout=self._timeout())
-        except api_errors.Conflict:
-            return False  # another candidate created it first
-        except api_errors.KubeError as e:
-            log.warning("lease_create_failed", lease=self.lease_name, error=str(e)[:200])
-            return False
-        self._observe(created)
-        return True
+        path = lease_path(self.config.resource_namespace)
+        return self._write("create", lambda: self.client.post(path, body, timeout=self._timeout()))
 
     # -- release ----------------------------------------------------------------------------------
     def release(self) -> bool:

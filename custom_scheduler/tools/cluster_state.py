@@ -152,6 +152,34 @@ class ClusterState:
         return StaticSelectors(in_default_namespace(w) for w in self.workloads).for_pod
 
 
+@dataclass(frozen=True, slots=True)
+class GroupReport:
+    """A PodGroup as both tools report it: ``explain`` for the pod's group, ``simulate`` for each
+    group of the simulated pods. Each adds its own verdict to these shared facts.
+
+    ``min_count`` is None when no such PodGroup exists; ``members`` and ``placed`` are counted as
+    each tool says."""
+
+    key: str
+    api: str  # the PodGroup's apiVersion
+    min_count: int | None
+    members: int
+    placed: int
+
+    def _report(self, verdict: Mapping[str, Any], detail: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON of the shared facts with a tool's ``verdict`` (after the group's identity) and
+        ``detail`` (after the counts), in the order the reports have always had."""
+        return {
+            "key": self.key,
+            "api": self.api,
+            "minCount": self.min_count,
+            **verdict,
+            "members": self.members,
+            "placed": self.placed,
+            **detail,
+        }
+
+
 def meta_of(doc: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` of a raw object, ``{}`` when missing or not a mapping (files are user input)."""
     m = doc.get("metadata")

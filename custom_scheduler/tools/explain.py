@@ -65,6 +65,7 @@ from custom_scheduler.framework.runtime import Framework, FrameworkError, Scored
 from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
 from custom_scheduler.plugins import dynamic_resources, gang_scheduling
 from custom_scheduler.tools import report
+from custom_scheduler.tools.cluster_state import GroupReport
 from custom_scheduler.tools.snapshot import (
     EXIT_OK,
     EXIT_RUNTIME,
@@ -78,8 +79,8 @@ from custom_scheduler.tools.snapshot import (
     load_objects,
     load_scheduler_config,
     print_warnings,
-    quiet_logs,
     resolve_priority,
+    run_command,
     to_pod,
 )
 
@@ -137,30 +138,17 @@ class Gate:
 
 
 @dataclass(frozen=True, slots=True)
-class GangNote:
-    """The PodGroup a pod belongs to, as GangScheduling sees it (``min_count`` None: the
-    PodGroup does not exist). ``held`` is the barrier's message when it keeps the pod out of the
-    queue; ``enabled`` whether the profile runs GangScheduling at all (else the pod goes alone)."""
+class GangNote(GroupReport):
+    """The PodGroup a pod belongs to, as GangScheduling sees it. ``held`` is the barrier's
+    message when it keeps the pod out of the queue; ``enabled`` whether the profile runs
+    GangScheduling at all (else the pod goes alone)."""
 
-    key: str
-    api: str  # the PodGroup's apiVersion
-    min_count: int | None
-    members: int
-    placed: int
     enabled: bool
     held: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "api": self.api,
-            "minCount": self.min_count,
-            "members": self.members,
-            "placed": self.placed,
-            "gangScheduling": self.enabled,
-            "heldByBarrier": bool(self.held),
-            "barrierMessage": self.held,
-        }
+        detail = {"gangScheduling": self.enabled, "heldByBarrier": bool(self.held), "barrierMessage": self.held}
+        return self._report({}, detail)
 
 
 def gang_note(pod: Pod, fwk: Framework, gangs: GangStore, gate: Status | None) -> GangNote | None:
@@ -174,7 +162,7 @@ def gang_note(pod: Pod, fwk: Framework, gangs: GangStore, gate: Status | None) -
     held = gate.message if gate is not None and not gate.is_success and gate.plugin == gang_scheduling.NAME else ""
     return GangNote(
         key=key,
-        api=gang.NATIVE_GROUP_VERSION if api == gang.NATIVE else gang.CRD_GROUP_VERSION,
+        api=gang.group_version(api),
         min_count=pg.min_count if pg is not None else None,
         members=len(members),
         placed=len(gangs.placed(pg)) if pg is not None else 0,
@@ -583,17 +571,10 @@ def format_explanation(ex: Explanation, output: str, top: int = 3) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from custom_scheduler.kube import api_errors as kerrors
     from custom_scheduler.plugins.builtin import full_registry
 
-    try:
-        with quiet_logs():
-            ex = explain_command(args, full_registry())
-    except ToolError as e:
-        print(f"custom-scheduler explain: {e}", file=sys.stderr)
-        return e.code
-    except kerrors.KubeError as e:
-        print(f"custom-scheduler explain: reading the cluster failed: {e}", file=sys.stderr)
-        return EXIT_RUNTIME
+    ex = run_command("explain", lambda: explain_command(args, full_registry()))
+    if isinstance(ex, ToolError):
+        return ex.code
     sys.stdout.write(format_explanation(ex, args.output, args.top))
     return EXIT_RUNTIME if ex.error else EXIT_OK

@@ -87,13 +87,9 @@ def _fetch_pod_groups(client: Any, state: ClusterState) -> None:
     then sees no group and holds its members back. Malformed groups are warned about and skipped,
     as the informers skip them."""
     for path, api_version in POD_GROUP_APIS:
-        try:
-            items = list_all(client, path)
-        except kerrors.NotFound:
-            continue
-        except kerrors.KubeError as e:
-            state.warnings.append(f"cannot list {api_version} podgroups ({e}); GangScheduling sees none of them")
-            continue
+        items = _list_or_warn(
+            client, state, path, f"{api_version} podgroups", "GangScheduling sees none of them", absent_ok=True
+        )
         for o in items:
             o.setdefault("kind", POD_GROUP_KIND)
             o.setdefault("apiVersion", api_version)
@@ -110,11 +106,7 @@ def _fetch_dra(client: Any, state: ClusterState) -> None:
     from custom_scheduler.core.informers import DRA_RESOURCES
 
     for kind, path, _ in DRA_RESOURCES:
-        try:
-            items = list_all(client, path)
-        except kerrors.KubeError as e:
-            state.warnings.append(f"cannot list {path.rsplit('/', 1)[1]} ({e}); DynamicResources sees none")
-            continue
+        items = _list_or_warn(client, state, path, path.rsplit("/", 1)[1], "DynamicResources sees none")
         state.dra.extend(_with_kind(o, kind) for o in items)
 
 
@@ -124,11 +116,7 @@ def _fetch_storage(client: Any, state: ClusterState) -> None:
     from custom_scheduler.core.informers import VOLUME_RESOURCES
 
     for kind, path, _ in VOLUME_RESOURCES:
-        try:
-            items = list_all(client, path)
-        except kerrors.KubeError as e:
-            state.warnings.append(f"cannot list {path.rsplit('/', 1)[1]} ({e}); the volume plugins see none")
-            continue
+        items = _list_or_warn(client, state, path, path.rsplit("/", 1)[1], "the volume plugins see none")
         state.storage.extend(_with_kind(o, kind) for o in items)
 
 
@@ -139,15 +127,30 @@ def _fetch_workloads(client: Any, state: ClusterState) -> None:
     from custom_scheduler.core.selectors import KINDS, SOURCES
 
     for kind, source in KINDS.items():
-        try:
-            items = list_all(client, SOURCES[source][0])
-        except kerrors.KubeError as e:
-            state.warnings.append(
-                f"cannot list {source} ({e}); PodTopologySpread's default spreading ignores them, "
-                "so its scores may differ from the daemon's"
-            )
-            continue
+        items = _list_or_warn(
+            client,
+            state,
+            SOURCES[source][0],
+            source,
+            "PodTopologySpread's default spreading ignores them, so its scores may differ from the daemon's",
+        )
         state.workloads.extend(_with_kind(w, kind) for w in items)
+
+
+def _list_or_warn(
+    client: Any, state: ClusterState, path: str, what: str, consequence: str, *, absent_ok: bool = False
+) -> list[JSONDict]:
+    """LIST ``path``; when that fails, nothing, with the warning ``cannot list WHAT (error);
+    CONSEQUENCE`` in ``state``: an optional kind the tool can do without must not fail it. With
+    ``absent_ok``, an API the server does not serve (404) is nothing without a warning."""
+    try:
+        return list_all(client, path)
+    except kerrors.KubeError as e:
+        if absent_ok and isinstance(e, kerrors.NotFound):
+            # Not served by this server: nothing is missing (the daemon's informers wait for it).
+            return []
+        state.warnings.append(f"cannot list {what} ({e}); {consequence}")
+        return []
 
 
 def _with_kind(doc: JSONDict, kind: str) -> JSONDict:

@@ -11,8 +11,10 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -45,6 +47,24 @@ def write_text(path: str, text: str) -> None:
         os.replace(tmp, path)
     except OSError as e:
         raise ToolError(f"cannot write {path}: {e}") from None
+
+
+def run_command(command: str, work: Callable[[], T]) -> T | ToolError:
+    """``work()`` under :func:`quiet_logs`, or the failure that stopped it, already said on stderr
+    as ``custom-scheduler COMMAND: ...``: a :class:`ToolError` as raised, an API failure as one
+    with :data:`EXIT_RUNTIME`. Each command returns the failure's ``code``, so all of them fail
+    the same way: one message, no traceback."""
+    from custom_scheduler.kube import api_errors as kerrors
+
+    try:
+        with quiet_logs():
+            return work()
+    except ToolError as e:
+        failure = e
+    except kerrors.KubeError as e:
+        failure = ToolError(f"reading the cluster failed: {e}", EXIT_RUNTIME)
+    print(f"custom-scheduler {command}: {failure}", file=sys.stderr)
+    return failure
 
 
 # -- process set-up ----------------------------------------------------------------------------------

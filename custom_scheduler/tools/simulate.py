@@ -85,8 +85,8 @@ from custom_scheduler.tools.snapshot import (
     load_pods,
     load_scheduler_config,
     pod_key,
-    quiet_logs,
     resolve_priority,
+    run_command,
     to_pod,
     write_text,
 )
@@ -393,14 +393,14 @@ def format_result(res: SimulationResult, output: str) -> str:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from custom_scheduler.plugins.builtin import full_registry
 
-    try:
-        with quiet_logs():
-            res = run(args, full_registry())
-        d = res.to_dict()
+    def work() -> SimulationResult:
+        res = run(args, full_registry())
         if args.html:
-            write_text(args.html, report.simulation_html(d))
-    except ToolError as e:
-        print(f"custom-scheduler simulate: {e}", file=sys.stderr)
-        return e.code
+            write_text(args.html, report.simulation_html(res.to_dict()))
+        return res
+
+    res = run_command("simulate", work)
+    if isinstance(res, ToolError):
+        return res.code
     sys.stdout.write(format_result(res, args.output))
     return EXIT_OK

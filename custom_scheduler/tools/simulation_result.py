@@ -16,6 +16,7 @@ from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.types import NodeInfo, Snapshot
+from custom_scheduler.tools.cluster_state import GroupReport
 
 
 @dataclass(slots=True)
@@ -92,33 +93,19 @@ class Outcome:
     order: int = 0  # 1-based position among placements
 
 
-@dataclass(slots=True)
-class GroupOutcome:
-    """Where one PodGroup of the simulated pods ended (``min_count`` None: no such PodGroup).
+@dataclass(frozen=True, slots=True)
+class GroupOutcome(GroupReport):
+    """Where one PodGroup of the simulated pods ended.
 
     ``members`` counts every member the gang store knows (the snapshot's bound ones too),
     ``placed`` those bound at the end, ``pods`` the simulated members in file order."""
 
-    key: str
-    api: str  # the PodGroup's apiVersion
-    min_count: int | None
     result: str  # scheduled | unschedulable | waiting | gated
-    members: int
-    placed: int
     message: str = ""
     pods: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "api": self.api,
-            "minCount": self.min_count,
-            "result": self.result,
-            "members": self.members,
-            "placed": self.placed,
-            "message": self.message,
-            "pods": list(self.pods),
-        }
+        return self._report({"result": self.result}, {"message": self.message, "pods": list(self.pods)})
 
 
 def group_outcome(
@@ -252,7 +239,7 @@ def group_outcomes(
         out.append(
             GroupOutcome(
                 key=key,
-                api=gang.NATIVE_GROUP_VERSION if api == gang.NATIVE else gang.CRD_GROUP_VERSION,
+                api=gang.group_version(api),
                 min_count=pg.min_count if pg is not None else None,
                 result=result,
                 members=len(members),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from custom_scheduler.tools.cluster_state import ClusterState, build_cache, pod_key, resolve_priority, to_pod
 from custom_scheduler.tools.live_cluster import connect, fetch_live, print_warnings
@@ -25,6 +26,7 @@ from custom_scheduler.tools.plumbing import (
     ToolError,
     load_scheduler_config,
     quiet_logs,
+    run_command,
     write_text,
 )
 from custom_scheduler.tools.snapshot_file import (
@@ -55,6 +57,7 @@ __all__ = [
     "print_warnings",
     "quiet_logs",
     "resolve_priority",
+    "run_command",
     "snapshot_document",
     "to_pod",
     "write_text",
@@ -64,21 +67,18 @@ __all__ = [
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """``custom-scheduler snapshot -o FILE``: LIST the live cluster, write the snapshot file, and
     say what it holds on stderr (stdout may be the file itself, with ``-o -``)."""
-    from custom_scheduler.kube import api_errors as kerrors
 
-    try:
-        with quiet_logs():
-            client = connect(args.kubeconfig)
-            state = fetch_live(client)
-            print_warnings("snapshot", state)
-            doc = snapshot_document(state)
-            write_text(args.output, dump_yaml(doc))
-    except ToolError as e:
-        print(f"custom-scheduler snapshot: {e}", file=sys.stderr)
-        return e.code
-    except kerrors.KubeError as e:
-        print(f"custom-scheduler snapshot: reading the cluster failed: {e}", file=sys.stderr)
-        return EXIT_RUNTIME
+    def work() -> dict[str, Any]:
+        client = connect(args.kubeconfig)
+        state = fetch_live(client)
+        print_warnings("snapshot", state)
+        doc = snapshot_document(state)
+        write_text(args.output, dump_yaml(doc))
+        return doc
+
+    doc = run_command("snapshot", work)
+    if isinstance(doc, ToolError):
+        return doc.code
     if args.output != "-":
         print(
             f"wrote {args.output}: {len(doc['nodes'])} nodes, {len(doc['pods'])} pods, "

@@ -308,13 +308,10 @@ def strip_workload(doc: Mapping[str, Any]) -> JSONDict:
     return out
 
 
-def _workload_sections(state: ClusterState) -> JSONDict:
-    """The workload sections of a snapshot, each sorted by namespace and name."""
-    stripped = sorted(
-        (strip_workload(w) for w in state.workloads),
-        key=lambda w: (w["metadata"].get("namespace", ""), w["metadata"].get("name", "")),
-    )
-    return {section: [w for w in stripped if w["kind"] == kind] for section, kind in WORKLOAD_SECTIONS.items()}
+def _by_section(objs: Iterable[JSONDict], sections: Mapping[str, str]) -> JSONDict:
+    """``objs`` split into ``sections`` (section → kind), each sorted by namespace and name."""
+    ordered = sorted(objs, key=lambda o: (meta_of(o).get("namespace", ""), meta_of(o).get("name", "")))
+    return {section: [o for o in ordered if o["kind"] == kind] for section, kind in sections.items()}
 
 
 def snapshot_document(state: ClusterState) -> JSONDict:
@@ -344,9 +341,9 @@ def snapshot_document(state: ClusterState) -> JSONDict:
         "namespaces": namespaces,
         "priorityClasses": pcs,
         "podDisruptionBudgets": pdbs,
-        **_workload_sections(state),
-        **_storage_sections(state),
-        **_dra_sections(state),
+        **_by_section(map(strip_workload, state.workloads), WORKLOAD_SECTIONS),
+        **_by_section(map(strip_storage, state.storage), STORAGE_SECTIONS),
+        **_by_section(map(strip_storage, state.dra), DRA_SECTIONS),
         "podGroups": sorted(
             (strip_storage(o) for o in state.pod_groups),
             key=lambda o: (str(o.get("apiVersion", "")), meta_of(o).get("namespace", ""), meta_of(o).get("name", "")),
@@ -359,22 +356,6 @@ def strip_storage(doc: Mapping[str, Any]) -> JSONDict:
     out = copy.deepcopy(dict(doc))
     out.get("metadata", {}).pop("managedFields", None)
     return out
-
-
-def _storage_sections(state: ClusterState) -> JSONDict:
-    def key(o: Mapping[str, Any]) -> tuple[str, str]:
-        return (meta_of(o).get("namespace", ""), meta_of(o).get("name", ""))
-
-    objs = sorted((strip_storage(o) for o in state.storage), key=key)
-    return {section: [o for o in objs if o["kind"] == kind] for section, kind in STORAGE_SECTIONS.items()}
-
-
-def _dra_sections(state: ClusterState) -> JSONDict:
-    def key(o: Mapping[str, Any]) -> tuple[str, str]:
-        return (meta_of(o).get("namespace", ""), meta_of(o).get("name", ""))
-
-    objs = sorted((strip_storage(o) for o in state.dra), key=key)
-    return {section: [o for o in objs if o["kind"] == kind] for section, kind in DRA_SECTIONS.items()}
 
 
 def dump_yaml(doc: Any) -> str:

@@ -72,7 +72,6 @@ import contextlib
 import copy
 import itertools
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,7 +86,7 @@ from custom_scheduler import config
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient, pod_path
+from custom_scheduler.kube.client import KubeClient, node_path, pod_path
 from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.tools.explain import Explanation, explain_pod
 from custom_scheduler.tools.snapshot import fetch_live, quiet_logs
@@ -218,7 +217,7 @@ def _existing(draw: st.DrawFn, i: int, n_nodes: int) -> tuple[dict[str, Any], in
     b = make_pod(f"e{i}").scheduler("nobody").label("app", draw(st.sampled_from(APPS)))
     b.label("tier", draw(st.sampled_from(("front", "back"))))  # for the subject's matchLabelKeys
     if req := _requests(draw):
-        b.req(**req)
+        b.req_named(req)
     if draw(st.booleans()):
         _pod_affinity(draw, b, 2)
     if draw(st.integers(0, 5)) == 0:
@@ -352,6 +351,33 @@ def _cleanup(kube: KubeClient, sc: Scenario, namespace: str) -> None:
         cluster.delete_namespace(kube, namespace)
 
 
+def _barrier(kube: KubeClient, ks: KubeScheduler, sc: Scenario, namespace: str, prefix: str, since: int) -> None:
+    """Wait until kube-scheduler's cache holds this example's cluster, and nothing else, before the
+    subject arrives.
+
+    Node events come on a watch of their own, in resourceVersion order, and one handler applies them
+    in that order: a barrier Node created and deleted after the example's nodes is handled after
+    all of them (their creation and the patches that make them Ready and set their taints) and
+    after the deletion of the previous example's nodes; its ``Delete event for node`` line shows
+    that. The bound pods' handler is not the one that queues the subject, so each ``Add event for
+    scheduled pod`` line is waited for too."""
+    name = f"{prefix}-barrier"
+    kube.post("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    kube.delete(node_path(name))
+    want = [f'"Delete event for node" node="{name}"']
+    want += [f'"Add event for scheduled pod" pod="{namespace}/{p["metadata"]["name"]}"' for p, _ in sc.existing]
+
+    def caught_up() -> bool:
+        if not ks.alive():
+            raise AssertionError(f"kube-scheduler exited:\n{ks.log_tail()}")
+        return not ks.logged(want, since)
+
+    try:
+        cluster.wait_for(caught_up, timeout=30, interval=0.05, what="kube-scheduler's cache to catch up")
+    except TimeoutError as e:
+        raise AssertionError(f"{e}: not logged: {ks.logged(want, since)}\n{ks.log_tail()}") from None
+
+
 def _unschedulable_message(kube: KubeClient, namespace: str) -> str:
     doc = kube.get(pod_path(namespace, "subject"))
     for c in (doc.get("status") or {}).get("conditions") or []:
@@ -434,10 +460,9 @@ def test_explain_agrees_with_kube_scheduler(kube: KubeClient, kube_scheduler: Ku
     namespace = f"cf-{n}-{uuid.uuid4().hex[:6]}"
     cluster.create_namespace(kube, namespace)
     try:
+        since = kube_scheduler.log_size()
         _create(kube, sc, namespace, prefix=f"cf{n}")
-        # The nodes and the bound pods must be in kube-scheduler's cache before the subject arrives:
-        # the pods come on the same watch as the subject (in order), the nodes on another one.
-        time.sleep(0.5)
+        _barrier(kube, kube_scheduler, sc, namespace, f"cf{n}", since)
         since = kube_scheduler.log_size()
         pod = copy.deepcopy(sc.pod)
         pod["metadata"]["namespace"] = namespace

@@ -18,6 +18,7 @@ from custom_scheduler.kube.client import KubeClient
 from tests import kubectl as k
 from tests.builders import make_crd_pod_group, make_pod, make_pod_group
 from tests.integration.conftest import GANG_CONFIG
+from tests.integration.env import Env
 
 CRD_NAME = "podgroups.scheduling.x-k8s.io"
 
@@ -145,13 +146,11 @@ def test_optional_crd_manifest_is_accepted_by_the_api_server(control_plane: Any)
     assert f"customresourcedefinition.apiextensions.k8s.io/{CRD_NAME}" in out
 
 
-def test_daemon_gates_members_until_the_group_and_its_quorum_exist(
-    start_scheduler: Callable[..., Any], kube: KubeClient, namespace: str
-) -> None:
+def test_daemon_gates_members_until_the_group_and_its_quorum_exist(env: Env) -> None:
     """The daemon's wiring: PodGroup informers start with GangScheduling (the CRD absent does not
     keep it from syncing), members wait gated at PreEnqueue, and the PodGroup add and the member
     add that completes the quorum release them without any timer."""
-    app = start_scheduler(GANG_CONFIG)
+    app = env.start_scheduler(GANG_CONFIG)
     assert app.ready
     assert {inf.name for inf in app.gang_informers} == {"podgroups", "podgroups.scheduling.x-k8s.io"}
 
@@ -159,15 +158,15 @@ def test_daemon_gates_members_until_the_group_and_its_quorum_exist(
         qpi = app.queue.get(uid)
         return None if qpi is None else qpi.gating_plugin
 
-    m0 = kube.post(f"/api/v1/namespaces/{namespace}/pods", make_pod("m0", namespace).scheduling_group("job").obj())
+    m0 = env.create_pod(make_pod("m0").scheduling_group("job").obj())
     uid0 = m0["metadata"]["uid"]
     _until("m0 gated by GangScheduling (no group)", lambda: gate(uid0) == "GangScheduling")
 
-    kube.post(_groups(namespace, "native"), make_pod_group("job", namespace, min_count=2).obj())
-    _until("the group in the daemon's store", lambda: app.gangs.get(f"{namespace}/job", "native"))
+    env.kube.post(_groups(env.namespace, "native"), make_pod_group("job", env.namespace, min_count=2).obj())
+    _until("the group in the daemon's store", lambda: app.gangs.get(f"{env.namespace}/job", "native"))
     assert gate(uid0) == "GangScheduling"  # re-checked on the PodGroup add: still too few members
 
-    m1 = kube.post(f"/api/v1/namespaces/{namespace}/pods", make_pod("m1", namespace).scheduling_group("job").obj())
+    m1 = env.create_pod(make_pod("m1").scheduling_group("job").obj())
     uid1 = m1["metadata"]["uid"]
     _until(
         "both members past the barrier",

@@ -7,10 +7,10 @@ the dry run over candidate nodes, the choice among candidates). The DefaultPreem
 
 from __future__ import annotations
 
+from custom_scheduler.framework.interface import DryRunner
 from custom_scheduler.plugins.preemption.selection import (
     ERR_REASON_NO_VICTIMS,
     Candidate,
-    DryRunner,
     Victims,
     dry_run_preemption,
     importance_key,

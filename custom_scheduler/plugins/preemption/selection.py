@@ -1,9 +1,9 @@
 """Victim selection, the dry run over candidate nodes, and the choice of one node (kube-scheduler v1.28+).
 
 Everything here is a pure function of a pod, NodeInfo copies, PodDisruptionBudgets and a
-:class:`DryRunner` (the three Handle methods that run the profile's filters and PreFilter
-extensions). Nothing talks to the API server, so ``explain``, ``simulate`` and the unit tests run the
-exact code the daemon runs.
+:class:`~custom_scheduler.framework.interface.DryRunner` (the three Handle methods that run the
+profile's filters and PreFilter extensions). Nothing talks to the API server, so ``explain``,
+``simulate`` and the unit tests run the exact code the daemon runs.
 
 **Victims on one node** (:func:`select_victims_on_node`, on a copy of the node and of the cycle
 state): remove every pod whose priority is *strictly lower* than the preemptor's, telling the
@@ -29,9 +29,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.framework.interface import DryRunner
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
 
 #: Status reason of a node with no pod of lower priority than the preemptor.
@@ -39,20 +39,6 @@ ERR_REASON_NO_VICTIMS = "No preemption victims found for incoming pod"
 
 #: Added to every victim priority before summing (kube-scheduler's MaxInt32 + 1).
 PRIORITY_OFFSET = 2**31
-
-
-class DryRunner(Protocol):
-    """What a dry run needs from the framework (the Handle provides exactly these)."""
-
-    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status: ...
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
-    ) -> Status: ...
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
-    ) -> Status: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,16 @@ def test_invalid_forms_are_rejected(bad: str) -> None:
         quantity.parse(bad)
 
 
-_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "m": Decimal("0.001")}
+_SUFFIX: dict[str, int | Decimal] = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "m": Decimal("0.001"),
+}
 
 
 @given(st.integers(0, 10**6), st.sampled_from(sorted(_SUFFIX)))

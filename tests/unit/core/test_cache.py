@@ -44,7 +44,7 @@ def test_informer_add_confirms_assumed_pod_even_on_another_node() -> None:
     c.add_node(make_node("n2").build())
     p = _pod("a", "500m")
     c.assume(p, "n1")
-    bound = Pod(**{**{f: getattr(p, f) for f in p.__slots__}, "node_name": "n2"})  # type: ignore[attr-defined]
+    bound = Pod(**{**{f: getattr(p, f) for f in p.__slots__}, "node_name": "n2"})
     c.add_pod(bound)
     snap = c.snapshot()
     assert snap.get("n1").requested.milli_cpu == 0  # type: ignore[union-attr]
@@ -144,7 +144,7 @@ class CacheMachine(RuleBasedStateMachine):
     def confirm(self, data: st.DataObject, node: str) -> None:
         uid = data.draw(st.sampled_from(sorted(self.assumed)))
         p = self.assumed.pop(uid)
-        confirmed = Pod(**{**{f: getattr(p, f) for f in p.__slots__}, "node_name": node})  # type: ignore[attr-defined]
+        confirmed = Pod(**{**{f: getattr(p, f) for f in p.__slots__}, "node_name": node})
         self.cache.add_pod(confirmed)
         self.bound[uid] = confirmed
 

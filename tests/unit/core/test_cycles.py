@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -20,19 +20,20 @@ import pytest
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
+from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import queue as q
+from custom_scheduler.core.assembly import FrameworkInputs, Ports, assemble
 from custom_scheduler.core.binding import Executor, PoolExecutor
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.ports import Observer, RecordingEvents
 from custom_scheduler.core.scheduler import Scheduler
-from custom_scheduler.framework.clusterapi import api_errors
+from custom_scheduler.framework.clusterapi import Timeout, api_errors
 from custom_scheduler.framework.fence import Fence
-from custom_scheduler.framework.handle import SnapshotHandle
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.registry import PluginSpec, Registry, no_args
+from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
-from custom_scheduler.framework.waiting import WaitingPodMap
 from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import make_node, make_pod
 
@@ -47,7 +48,7 @@ class FakeClient:
     posts: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def post(self, path: str, body: Any, timeout: Any = None) -> Any:
+    def post(self, path: str, body: Mapping[str, Any], *, timeout: Timeout = (0.0, 0.0)) -> Any:
         name = path.split("/pods/")[1].split("/", maxsplit=1)[0]
         with self.lock:
             self.posts.append(name)
@@ -56,6 +57,21 @@ class FakeClient:
         if fault is not None:
             raise fault
         return {}
+
+    # The rest of ClusterClient: nothing these tests run sends them.
+    def get(self, path: str, *, timeout: Timeout = (0.0, 0.0)) -> Any:
+        raise AssertionError(f"unexpected GET {path}")
+
+    def put(self, path: str, body: Mapping[str, Any], *, timeout: Timeout = (0.0, 0.0)) -> Any:
+        raise AssertionError(f"unexpected PUT {path}")
+
+    def patch(
+        self, path: str, body: Mapping[str, Any], content_type: str = "", *, timeout: Timeout = (0.0, 0.0)
+    ) -> Any:
+        raise AssertionError(f"unexpected PATCH {path}")
+
+    def delete(self, path: str, body: Mapping[str, Any] | None = None, *, timeout: Timeout = (0.0, 0.0)) -> Any:
+        raise AssertionError(f"unexpected DELETE {path}")
 
 
 class BoundRecorder(Observer):
@@ -170,32 +186,22 @@ def env(
     observer = BoundRecorder()
     evictor = FakeEvictor()
     fence = Fence()
-    holder: list[Scheduler] = []
-    queue = q.SchedulingQueue(
-        lambda a, b: a.timestamp < b.timestamp,
-        clock=clock,
-        pre_enqueue=lambda p: holder[0].pre_enqueue(p),  # noqa: PLW0108
-    )
-    sched = Scheduler(
-        profiles={},
-        cache=cache,
-        queue=queue,
-        writer=events,
-        observer=observer,
-        evictor=evictor,
-        fence=fence,
-        executor=executor or Executor(),
-        clock=clock,
-    )
-    holder.append(sched)
-    fwks = build_frameworks(cfg.profiles, registry, sched.snapshot, client=client)
-    for f in fwks.values():
-        assert isinstance(f.handle, SnapshotHandle)
-        f.handle.fence = fence
-        f.waiting = WaitingPodMap(clock, timer_thread=False)  # expired by the test, on its clock
-        f.handle.nominated_lister = sched.nominator.pods_on
-        f.handle.activator = queue.activate
-    sched.profiles = fwks
+
+    def frameworks(config: SchedulerConfig, inputs: FrameworkInputs) -> Mapping[str, Framework]:
+        # Permit waits expire on the test's clock, when it says (no timer thread).
+        return build_frameworks(
+            config.profiles,
+            registry,
+            inputs.snapshot,
+            client=client,
+            nominated_lister=inputs.nominated,
+            activator=inputs.activate,
+            fence=fence,
+            permit_clock=clock,
+        )
+
+    ports = Ports(events, evictor=evictor, executor=executor or Executor(), observer=observer, fence=fence)
+    sched = assemble(cfg, cache, frameworks, ports, clock=clock).scheduler
     return Env(sched, client, events, observer, evictor, clock, fence)
 
 

@@ -124,6 +124,19 @@ def test_move_request_cycle_is_the_cycle_at_the_request() -> None:
     assert aq.move_request_cycle == 1
 
 
+def test_active_update_repositions_the_entry() -> None:
+    """activeQ's order reads the pod (its priority), so an update re-sifts it; backoffQ's does not
+    (see test_backoff_update_keeps_the_entry_in_place)."""
+    aq = active()
+    low, high = entry("low", priority=1), entry("high", priority=5)
+    aq.push(low, "PodAdd")
+    aq.push(high, "PodAdd")
+    assert aq.update(make_pod("low").uid("uid-low").priority(9).build())
+    assert aq.get("uid-low") is low
+    assert [aq.pop().pod.name for _ in range(len(aq))] == ["low", "high"]
+    assert not aq.update(make_pod("x").uid("uid-x").build())
+
+
 # -- BackoffQueue --------------------------------------------------------------------------------
 def backoff(clock: FakeClock, initial: float = 1.0, maximum: float = 10.0) -> BackoffQueue:
     return BackoffQueue(seq=itertools.count(), clock=clock, initial=initial, maximum=maximum)

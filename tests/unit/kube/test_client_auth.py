@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -55,7 +56,7 @@ def _client(server: _Server, tokens: list[str]) -> kc.KubeClient:
     def refresh(c: Configuration) -> None:  # what in-cluster and exec credentials install
         c.api_key = {"BearerToken": next(calls, tokens[-1])}
 
-    cfg.refresh_api_key_hook = refresh
+    cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]  # the client's stubs type the hook as None
     return kc.KubeClient(cfg, qps=0, burst=1)
 
 
@@ -69,7 +70,7 @@ def test_token_is_cached_between_requests(server: _Server) -> None:
 def test_token_is_read_again_after_the_refresh_interval(server: _Server, monkeypatch: pytest.MonkeyPatch) -> None:
     client = _client(server, ["one", "two"])
     now = [1000.0]
-    monkeypatch.setattr(kc.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the client reads time.monotonic
     client.get("/a")
     now[0] += kc.AUTH_REFRESH + 1
     client.get("/b")

@@ -12,9 +12,12 @@ from typing import Any, cast
 from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Node, Pod, PodDisruptionBudget
 from custom_scheduler.framework.dra_store import DRAStore
-from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.fence import Fence
+from custom_scheduler.framework.gang_store import GangStore
+from custom_scheduler.framework.interface import Handle, WaitingPods
 from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
-from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore, Status
+from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore, Snapshot, Status
+from custom_scheduler.framework.volumes import VolumeStore
 from tests.builders import PodBuilder, make_pod
 
 
@@ -111,9 +114,10 @@ def scores(plugin: Any, pod: Pod, infos: Sequence[NodeInfo], *, normalize: bool 
 
 
 class FakeHandle:
-    """A full framework Handle for plugin tests: snapshot, namespace labels (counting lookups) and
-    the default spread selector are real; the preemption and event methods are never called by
-    the plugins that use it."""
+    """A full framework Handle for plugin tests (mypy checks it against the protocol): snapshot,
+    namespace labels (counting lookups) and the default spread selector are real, the snapshot has
+    no columns, the stores are empty, the fence is held; the preemption and Permit methods are never
+    called by the plugins that use it and raise."""
 
     def __init__(
         self,
@@ -126,9 +130,20 @@ class FakeHandle:
         self.namespaces = dict(namespaces or {})
         self.spread_selector = spread_selector
         self.namespace_lookups = 0
+        self._volumes = VolumeStore()
+        self._dra = DRAStore()
+        self._gangs = GangStore()
+        self._fence = Fence()
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self.nodes
+
+    def current_snapshot(self) -> Snapshot:
+        """The nodes as a snapshot without columns, so the plugins take their per-node paths."""
+        infos = list(self.nodes)
+        return Snapshot(
+            node_infos={n.name: n for n in infos}, node_list=infos, positions={n.name: i for i, n in enumerate(infos)}
+        )
 
     def get_node(self, name: str) -> NodeInfo | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -167,5 +182,33 @@ class FakeHandle:
     ) -> Status:
         raise NotImplementedError
 
-    def record_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
+    def record_event(
+        self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"
+    ) -> None:
         return None
+
+    def metrics_source(self, name: str) -> MetricsSource | None:
+        return None
+
+    @property
+    def volumes(self) -> VolumeStore:
+        return self._volumes
+
+    @property
+    def dra(self) -> DRAStore:
+        return self._dra
+
+    @property
+    def waiting_pods(self) -> WaitingPods:
+        raise NotImplementedError
+
+    def activate(self, pods: Sequence[Pod]) -> None:
+        raise NotImplementedError
+
+    @property
+    def gangs(self) -> GangStore:
+        return self._gangs
+
+    @property
+    def fence(self) -> Fence:
+        return self._fence

@@ -14,6 +14,7 @@ from custom_scheduler.api.resources import Resources
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.types import SUCCESS, CycleState, NodeInfo, StateNotFoundError, Status
 from custom_scheduler.plugins import node_resources_fit as fit
+from custom_scheduler.plugins.helpers import UtilizationShapePoint
 from custom_scheduler.plugins.resource_allocation import ResourceSpec
 from tests.builders import make_node
 from tests.unit.plugins.support import bare, containers, fake_handle, node_info
@@ -725,7 +726,7 @@ def test_parse_args_full() -> None:
         fit.ScoringStrategy(
             "RequestedToCapacityRatio",
             (ResourceSpec("cpu", 1), ResourceSpec("nvidia.com/gpu", 100)),
-            fit.RequestedToCapacityRatioParam((fit.UtilizationShapePoint(0, 0), fit.UtilizationShapePoint(100, 10))),
+            fit.RequestedToCapacityRatioParam((UtilizationShapePoint(0, 0), UtilizationShapePoint(100, 10))),
         ),
     )
 

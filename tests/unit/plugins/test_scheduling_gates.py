@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import pytest
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
+from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import queue
+from custom_scheduler.core.assembly import FrameworkInputs, Ports, assemble
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
 from custom_scheduler.framework import interface as fi
@@ -198,19 +201,24 @@ def test_scheduler_pre_enqueue(pod: Any, want: str | None) -> None:
 
 
 def test_gated_pod_is_never_handed_to_the_scheduling_cycle() -> None:
-    """Wired as the daemon wires it (App): the informer sink queues a gated pod, the scheduling
-    loop's pop never returns it; the update that removes the gate makes it pop at once."""
+    """Wired as the daemon wires it (App, through ``assemble``): the informer sink queues a gated
+    pod, the scheduling loop's pop never returns it; the update that removes the gate makes it pop
+    at once."""
     reg = full_registry(out_of_tree=False)
     cfg = load_config(HEADER, reg)
-    fwks = build_frameworks(cfg.profiles, reg, Snapshot(), client=None)
-    holder: list[Scheduler] = []
 
-    def pre_enqueue(p: Pod) -> str | None:
-        return holder[0].pre_enqueue(p)
+    def frameworks(config: SchedulerConfig, inputs: FrameworkInputs) -> Mapping[str, Framework]:
+        return build_frameworks(
+            config.profiles,
+            reg,
+            inputs.snapshot,
+            client=None,
+            nominated_lister=inputs.nominated,
+            activator=inputs.activate,
+        )
 
-    q = queue.SchedulingQueue(lambda a, b: False, pre_enqueue=pre_enqueue)
-    s = Scheduler(profiles=fwks, cache=Cache(), queue=q, writer=None)
-    holder.append(s)
+    assembly = assemble(cfg, Cache(), frameworks, Ports(events=None))
+    s, q = assembly.scheduler, assembly.queue
     try:
         gated = make_pod("gated").uid("uid-gated").gates("example.com/a").build()
         s.on_pod_add(gated)
