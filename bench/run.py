@@ -666,7 +666,7 @@ def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
             kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
 
 
-def run_one(
+def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (start, create, wait, measure, stop); split, its clock reads would scatter over helpers
     which: str, cp: ControlPlane, kube: KubeClient, opts: Options, workdir: Path, log: Callable[[str], None]
 ) -> dict[str, Any]:
     run_id = f"{which}-{uuid.uuid4().hex[:6]}"

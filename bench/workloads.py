@@ -878,7 +878,7 @@ def _dra_packing(claims: list[JSON], slices: Sequence[JSON]) -> dict[str, Any]:
     return {"gpu_nodes_used": len(used), "gpu_nodes_free": len(with_devices - used)}
 
 
-def placement(
+def placement(  # noqa: C901, PLR0912, PLR0915 -- one pass over the bound pods, one branch per rule checked (resources, taints, affinity, spread, gates, devices, gangs)
     nodes: list[JSON],
     pods: list[JSON],
     claims: list[JSON] | None = None,

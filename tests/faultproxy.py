@@ -130,7 +130,7 @@ class FaultProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _handle(self) -> None:
+            def _handle(self) -> None:  # noqa: PLR0915 -- one request's path through the proxy: match a rule, then answer, stall, cut or forward
                 received_at = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None

@@ -889,7 +889,7 @@ def test_concurrent_producers_and_consumer_lose_nothing() -> None:
     producers = [threading.Thread(target=produce, args=(batch,)) for batch in pods]
     for t in producers:
         t.start()
-    seen = []
+    seen: list[str] = []
     while len(seen) < 200 and (qpi := q.pop(timeout=0.5)) is not None:
         seen.append(qpi.uid)
         q.done(qpi.uid)

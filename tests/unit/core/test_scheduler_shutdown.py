@@ -32,7 +32,11 @@ def test_shutdown_waits_for_in_flight_binds() -> None:
 def test_shutdown_honours_its_timeout() -> None:
     sched = _scheduler()
     gate = threading.Event()
-    sched.binding.executor.submit(gate.wait)  # a bind that hangs
+
+    def hang() -> None:  # a bind that hangs until the test lets it go
+        gate.wait()
+
+    sched.binding.executor.submit(hang)
     t0 = time.monotonic()
     assert not sched.shutdown(timeout=0.2)
     assert time.monotonic() - t0 < 2.0

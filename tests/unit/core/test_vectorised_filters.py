@@ -23,7 +23,7 @@ TAINTS = [("dedicated", "infra", "NoSchedule"), ("gpu", "", "NoExecute"), ("soft
 
 
 @st.composite
-def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:
+def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:  # noqa: C901 -- a hypothesis strategy: one draw per field of the cluster
     cache = Cache()
     n = draw(st.integers(1, 12))
     for i in range(n):

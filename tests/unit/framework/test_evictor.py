@@ -12,7 +12,7 @@ server's answers in the integration tests.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -24,6 +24,7 @@ from custom_scheduler.core import queue as q
 from custom_scheduler.core.binding import Executor
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
+from custom_scheduler.framework.clusterapi import Timeout
 from custom_scheduler.framework.evictor import ApiEvictor
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.handle import SnapshotHandle
@@ -248,12 +249,12 @@ class Flaky(FakeClient):
         super().__init__()
         self.failures = failures
 
-    def delete(self, path: str, body: Any = None) -> Any:
+    def delete(self, path: str, body: Mapping[str, Any] | None = None, *, timeout: Timeout = (5.0, 30.0)) -> Any:
         if self.failures:
             self.failures -= 1
             self.calls.append(("DELETE", path, body))
             raise api_errors.ServerError(503, "ServiceUnavailable", "busy")
-        return super().delete(path, body)
+        return super().delete(path, body, timeout=timeout)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import pytest
@@ -18,6 +19,7 @@ from custom_scheduler.core import queue as q
 from custom_scheduler.core.binding import Executor
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.scheduler import Scheduler
+from custom_scheduler.framework.clusterapi import Timeout
 from custom_scheduler.framework.evictor import ApiEvictor
 from custom_scheduler.framework.fence import Fence, FenceReport
 from custom_scheduler.framework.handle import SnapshotHandle
@@ -163,22 +165,25 @@ def test_release_revokes_the_fence() -> None:
 # -- the binder and the scheduler -------------------------------------------------------------
 
 
-class RecordingClient:
-    """Counts Binding POSTs; ``on_post`` runs before each answer (to revoke mid-retry)."""
+class RecordingClient(FakeClient):
+    """Counts Binding POSTs; ``answers`` are what they get in turn (an exception is raised, None or
+    none left is a success); ``on_post`` runs before each answer (to revoke mid-retry). The other
+    verbs are FakeClient's, so it is a ClusterClient like any fake."""
 
     def __init__(self, answers: list[Exception | None]) -> None:
+        super().__init__()
         self.answers = answers
         self.posts: list[str] = []
-        self.on_post: Any = None
+        self.on_post: Callable[[], object] | None = None
 
-    def post(self, path: str, body: Any, **kw: Any) -> Any:
+    def post(self, path: str, body: Mapping[str, Any], *, timeout: Timeout = (5.0, 30.0)) -> Any:
         self.posts.append(path)
         if self.on_post is not None:
             self.on_post()
         a = self.answers.pop(0) if self.answers else None
         if a is not None:
             raise a
-        return {}
+        return super().post(path, body, timeout=timeout)
 
 
 def _binder(client: RecordingClient, fence: Fence) -> default_binder.DefaultBinder:

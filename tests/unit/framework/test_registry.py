@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any, ClassVar
 
 import pytest
@@ -32,9 +33,7 @@ class _EP:
 
 
 def test_entry_point_plugins_are_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        registry.metadata, "entry_points", lambda group: [_EP()] if group == registry.ENTRY_POINT_GROUP else []
-    )
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [_EP()] if group == registry.ENTRY_POINT_GROUP else [])
     reg = load_entry_points()
     assert reg["Custom"] is SPEC
     assert extension_points(SPEC) == {"filter", "score"}

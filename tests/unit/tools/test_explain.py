@@ -14,6 +14,7 @@ import yaml
 from custom_scheduler import config
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.framework.profiles import build_frameworks
+from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.types import CycleState, FitError, Snapshot
 from custom_scheduler.tools import main, report, snapshot
 from custom_scheduler.tools.explain import Explanation, explain_pod, format_explanation
@@ -28,7 +29,9 @@ def _pod(example_pods: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return next(p for p in example_pods if snapshot.pod_key(p) == key)
 
 
-def _daemon_choice(state: snapshot.ClusterState, doc: dict[str, Any], cfg: Any, reg: Any) -> str | None:
+def _daemon_choice(
+    state: snapshot.ClusterState, doc: dict[str, Any], cfg: config.SchedulerConfig, reg: Registry
+) -> str | None:
     """What the daemon's code path picks (find_all=False, as Scheduler.schedule_one calls it)."""
     cache = snapshot.build_cache(state)
     snap = Snapshot()
@@ -42,7 +45,10 @@ def _daemon_choice(state: snapshot.ClusterState, doc: dict[str, Any], cfg: Any, 
 
 
 def test_every_pending_example_pod_agrees_with_the_daemon_algorithm(
-    example_cluster, example_pods, default_config, registry
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
 ) -> None:
     for doc in example_pods:
         ex = explain_pod(example_cluster, doc, default_config, registry, seed=1)
@@ -59,7 +65,12 @@ def test_every_pending_example_pod_agrees_with_the_daemon_algorithm(
         assert (placed.get(snapshot.pod_key(doc)) in ex.ties) if ex.schedulable else not placed
 
 
-def test_verdicts_scores_and_result(example_cluster, example_pods, default_config, registry) -> None:
+def test_verdicts_scores_and_result(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     ex = explain_pod(example_cluster, _pod(example_pods, "ml/train-2"), default_config, registry)
     assert ex.node == "gpu-c3"
     assert ex.ties == ["gpu-c3"]
@@ -94,7 +105,10 @@ def test_verdicts_scores_and_result(example_cluster, example_pods, default_confi
 
 
 def test_unschedulable_pod_gets_kube_message_and_preemption_outcome(
-    example_cluster, example_pods, default_config, registry
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
 ) -> None:
     ex = explain_pod(example_cluster, _pod(example_pods, "batch/etl-huge"), default_config, registry)
     assert not ex.schedulable
@@ -107,7 +121,9 @@ def test_unschedulable_pod_gets_kube_message_and_preemption_outcome(
     assert ex.feasible == 0
 
 
-def test_preemption_plan_is_reported_and_nothing_is_evicted(default_config, registry) -> None:
+def test_preemption_plan_is_reported_and_nothing_is_evicted(
+    default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     state = snapshot.ClusterState(
         nodes=[make_node("n").capacity(cpu="2", memory="4Gi", pods="10").obj()],
         pods=[make_pod("low").uid("u1").node("n").req(cpu="2").obj()],
@@ -122,7 +138,9 @@ def test_preemption_plan_is_reported_and_nothing_is_evicted(default_config, regi
     assert len(state.assigned_pods()) == 1  # untouched
 
 
-def test_a_bound_pod_is_removed_from_its_node_first(example_cluster, default_config, registry) -> None:
+def test_a_bound_pod_is_removed_from_its_node_first(
+    example_cluster: snapshot.ClusterState, default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     # db-2 (2 CPUs) fills node-c2 (4 CPUs, 2.1 used): only without itself does node-c2 fit it.
     ex = explain_pod(example_cluster, example_cluster.find_pod("shop", "db-2") or {}, default_config, registry)
     assert ex.bound_node == "node-c2"
@@ -133,7 +151,7 @@ def test_a_bound_pod_is_removed_from_its_node_first(example_cluster, default_con
     assert "Bound to node-c2: explained as if unbound" in text
 
 
-def test_ties_are_listed(default_config, registry) -> None:
+def test_ties_are_listed(default_config: config.SchedulerConfig, registry: Registry) -> None:
     state = snapshot.ClusterState(nodes=[make_node(n).label(ZONE, n).obj() for n in ("a", "b", "c")], source="test")
     ex = explain_pod(state, make_pod("p").obj(), default_config, registry, seed=4)
     assert ex.ties == ["a", "b", "c"]
@@ -143,7 +161,7 @@ def test_ties_are_listed(default_config, registry) -> None:
     assert "the scheduler picks one of the 3 at random" in text
 
 
-def test_nominated_pods_count_on_their_node(default_config, registry) -> None:
+def test_nominated_pods_count_on_their_node(default_config: config.SchedulerConfig, registry: Registry) -> None:
     nominated = make_pod("waiting").uid("w").req(cpu="3").priority(10).nominated("a").obj()
     state = snapshot.ClusterState(
         nodes=[make_node("a").obj(), make_node("b").capacity(cpu="2", memory="8Gi", pods="110").obj()],
@@ -163,7 +181,7 @@ def test_nominated_pods_count_on_their_node(default_config, registry) -> None:
     ],
 )
 def test_gated_pod_is_reported_as_gated_not_placed(
-    default_config, registry, gates: tuple[str, ...], message: str
+    default_config: config.SchedulerConfig, registry: Registry, gates: tuple[str, ...], message: str
 ) -> None:
     """PreEnqueue first, as in the daemon's queue: a gated pod gets no node verdicts and no node,
     although a node would fit it."""
@@ -186,7 +204,7 @@ def test_gated_pod_is_reported_as_gated_not_placed(
     assert (free.node, free.gated, free.to_dict()["gated"]) == ("n", False, None)
 
 
-def test_gated_pod_with_scheduling_gates_disabled_is_placed(registry) -> None:
+def test_gated_pod_with_scheduling_gates_disabled_is_placed(registry: Registry) -> None:
     cfg = config.load_config(
         snapshot.DEFAULT_CONFIG_TEXT + "profiles:\n- plugins: {preEnqueue: {disabled: [{name: SchedulingGates}]}}\n",
         registry,
@@ -200,7 +218,12 @@ def test_gated_pod_with_scheduling_gates_disabled_is_placed(registry) -> None:
 
 
 @pytest.fixture
-def some(example_cluster, example_pods, default_config, registry) -> Explanation:
+def some(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> Explanation:
     return explain_pod(example_cluster, _pod(example_pods, "shop/cache-4"), default_config, registry, seed=3)
 
 
@@ -232,7 +255,7 @@ def test_json_and_yaml_carry_the_same_document(some: Explanation) -> None:
     assert set(d) >= {"pod", "profile", "nodes", "scores", "result", "filterPlugins", "scorePlugins"}
 
 
-def test_long_node_names_are_shortened_in_tables(default_config, registry) -> None:
+def test_long_node_names_are_shortened_in_tables(default_config: config.SchedulerConfig, registry: Registry) -> None:
     long = "ip-10-0-12-34.eu-west-1.compute.internal-with-a-really-long-suffix-for-testing-purposes"
     state = snapshot.ClusterState(nodes=[make_node(long).obj(), make_node("short").obj()], source="test")
     text = format_explanation(explain_pod(state, make_pod("p").obj(), default_config, registry), "wide")
@@ -252,7 +275,9 @@ def test_render_helpers() -> None:
 # -- the command ------------------------------------------------------------------------------------
 
 
-def test_cli_explain_offline_by_name_and_by_file(tmp_path: Path, capsys, example_pods) -> None:
+def test_cli_explain_offline_by_name_and_by_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], example_pods: list[dict[str, Any]]
+) -> None:
     assert main(["explain", "shop/web-0", "--cluster", str(EXAMPLE_CLUSTER), "-o", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["boundNode"] == "node-a1"
@@ -266,7 +291,7 @@ def test_cli_explain_offline_by_name_and_by_file(tmp_path: Path, capsys, example
     assert yaml.safe_load(capsys.readouterr().out)["pod"] == "shop/web-0"
 
 
-def test_cli_schedulername_outside_the_config_is_noted(tmp_path: Path, capsys) -> None:
+def test_cli_schedulername_outside_the_config_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "pod.yaml"
     f.write_text(yaml.safe_dump(make_pod("p").scheduler("default-scheduler").obj()))
     assert main(["explain", str(f), "--cluster", str(EXAMPLE_CLUSTER), "-o", "json"]) == 0
@@ -286,14 +311,14 @@ def test_cli_schedulername_outside_the_config_is_noted(tmp_path: Path, capsys) -
         (["shop/web-0", "--kubeconfig", "/nonexistent/kubeconfig"], "cannot load cluster credentials"),
     ],
 )
-def test_cli_bad_input_exits_2(capsys, argv, message) -> None:
+def test_cli_bad_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     assert main(["explain", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err, err
     assert "Traceback" not in err
 
 
-def test_cli_pod_file_with_two_pods_is_refused(tmp_path: Path, capsys) -> None:
+def test_cli_pod_file_with_two_pods_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "pods.yaml"
     f.write_text(yaml.safe_dump_all([make_pod("a").obj(), make_pod("b").obj()]))
     assert main(["explain", str(f), "--cluster", str(EXAMPLE_CLUSTER)]) == 2

@@ -17,21 +17,29 @@ from custom_scheduler.api.model import node_from_json, pod_from_json, tolerates_
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.plugins.node_affinity import required_node_affinity_matches
 from custom_scheduler.tools import main, report, snapshot
-from custom_scheduler.tools.simulate import SimulationResult, simulate
+from custom_scheduler.tools.simulate import simulate
+from custom_scheduler.tools.simulation_result import SimulationResult
 from tests.builders import make_node, make_pod
 from tests.unit.tools.conftest import EXAMPLE_CLUSTER, EXAMPLE_PODS
 
 ZONE = "topology.kubernetes.io/zone"
 
 
-def _run(state: snapshot.ClusterState, pods: list[dict[str, Any]], cfg: Any, reg: Registry, seed: int = 3) -> Any:
+def _run(
+    state: snapshot.ClusterState, pods: list[dict[str, Any]], cfg: config.SchedulerConfig, reg: Registry, seed: int = 3
+) -> SimulationResult:
     return simulate(state, pods, cfg, reg, seed=seed)
 
 
 # -- the shipped example ----------------------------------------------------------------------------
 
 
-def test_example_is_deterministic_with_a_seed(example_cluster, example_pods, default_config, registry) -> None:
+def test_example_is_deterministic_with_a_seed(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     a = _run(example_cluster, example_pods, default_config, registry, seed=11).to_dict()
     b = _run(snapshot.load_cluster(str(EXAMPLE_CLUSTER)), example_pods, default_config, registry, seed=11).to_dict()
     assert a == b
@@ -40,7 +48,12 @@ def test_example_is_deterministic_with_a_seed(example_cluster, example_pods, def
     assert a["summary"]["nodes"] == 8
 
 
-def test_example_has_ties_that_the_seed_decides(example_cluster, example_pods, default_config, registry) -> None:
+def test_example_has_ties_that_the_seed_decides(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     res = _run(example_cluster, example_pods, default_config, registry)
     tied = [p for p in res.placements if len(p.ties) > 1]
     assert tied, "the example should show documented tie-breaks"
@@ -48,7 +61,12 @@ def test_example_has_ties_that_the_seed_decides(example_cluster, example_pods, d
         assert p.node in p.ties
 
 
-def test_example_placements_respect_the_filters(example_cluster, example_pods, default_config, registry) -> None:
+def test_example_placements_respect_the_filters(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     res = _run(example_cluster, example_pods, default_config, registry)
     # No node over allocatable (cpu, memory, pods, GPUs).
     for u in res.after:
@@ -82,7 +100,12 @@ def test_example_placements_respect_the_filters(example_cluster, example_pods, d
     assert all(placed[k] == "gpu-c3" for k in gpu)
 
 
-def test_example_queue_order_and_unschedulable_reasons(example_cluster, example_pods, default_config, registry) -> None:
+def test_example_queue_order_and_unschedulable_reasons(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     res = _run(example_cluster, example_pods, default_config, registry)
     order = [p.pod for p in res.placements]
     # PrioritySort: system-cluster-critical, then business-critical, then batch, then file order.
@@ -107,7 +130,12 @@ def test_example_queue_order_and_unschedulable_reasons(example_cluster, example_
     assert "didn't match pod anti-affinity rules" in msgs["shop/cache-6"]
 
 
-def test_utilisation_before_and_after(example_cluster, example_pods, default_config, registry) -> None:
+def test_utilisation_before_and_after(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     d = _run(example_cluster, example_pods, default_config, registry).to_dict()
     by_node = {u["node"]: u for u in d["utilisation"]}
     gpu = by_node["gpu-c3"]
@@ -127,7 +155,7 @@ def _state(*nodes: Any, pods: tuple[Any, ...] = ()) -> snapshot.ClusterState:
     return snapshot.ClusterState(nodes=[n.obj() for n in nodes], pods=[p.obj() for p in pods], source="test")
 
 
-def test_later_pods_see_earlier_placements(default_config, registry) -> None:
+def test_later_pods_see_earlier_placements(default_config: config.SchedulerConfig, registry: Registry) -> None:
     state = _state(make_node("n1").capacity(cpu="2", memory="4Gi", pods="10"))
     pods = [make_pod(f"p{i}").req(cpu="800m").obj() for i in range(3)]
     res = _run(state, pods, default_config, registry)
@@ -137,7 +165,9 @@ def test_later_pods_see_earlier_placements(default_config, registry) -> None:
     )
 
 
-def test_a_pod_waiting_on_affinity_is_retried_after_a_later_placement(default_config, registry) -> None:
+def test_a_pod_waiting_on_affinity_is_retried_after_a_later_placement(
+    default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     state = _state(
         make_node("a").label(ZONE, "z1").capacity(cpu="4", memory="8Gi", pods="10"),
         make_node("b").label(ZONE, "z2").capacity(cpu="4", memory="8Gi", pods="10"),
@@ -152,7 +182,7 @@ def test_a_pod_waiting_on_affinity_is_retried_after_a_later_placement(default_co
     assert res.outcomes[0].attempts == 2
 
 
-def test_gated_pods_are_reported_and_never_placed(default_config, registry) -> None:
+def test_gated_pods_are_reported_and_never_placed(default_config: config.SchedulerConfig, registry: Registry) -> None:
     """A gated pod is not attempted and holds no room: the pod after it takes the only slot."""
     state = _state(make_node("n1").capacity(cpu="2", memory="4Gi", pods="10"))
     gated = make_pod("gated").req(cpu="1500m").priority(100).gates("example.com/a", "example.com/b").obj()
@@ -179,7 +209,9 @@ def test_gated_pods_are_reported_and_never_placed(default_config, registry) -> N
     assert "<td>default/gated</td><td>waiting for scheduling gates: [example.com/a example.com/b]</td>" in page
 
 
-def test_preemption_evicts_lower_priority_pods_in_the_simulation(default_config, registry) -> None:
+def test_preemption_evicts_lower_priority_pods_in_the_simulation(
+    default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     state = _state(
         make_node("only").capacity(cpu="2", memory="4Gi", pods="10"),
         pods=(make_pod("low", "batch").uid("u-low").node("only").req(cpu="1500m").priority(0),),
@@ -195,7 +227,9 @@ def test_preemption_evicts_lower_priority_pods_in_the_simulation(default_config,
     assert only["after"]["cpu"]["requested"] == 1000
 
 
-def test_priority_class_names_are_resolved_from_the_snapshot(default_config, registry) -> None:
+def test_priority_class_names_are_resolved_from_the_snapshot(
+    default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     state = _state(make_node("n").capacity(cpu="1", memory="4Gi", pods="10"))
     state.priority_classes = [{"kind": "PriorityClass", "metadata": {"name": "hi"}, "value": 50}]
     lo = make_pod("lo").req(cpu="1").obj()
@@ -209,7 +243,9 @@ def test_priority_class_names_are_resolved_from_the_snapshot(default_config, reg
         _run(state, [bad], default_config, registry)
 
 
-def test_pods_already_in_the_snapshot_or_duplicated_are_refused(default_config, registry) -> None:
+def test_pods_already_in_the_snapshot_or_duplicated_are_refused(
+    default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     state = _state(make_node("n"), pods=(make_pod("x").node("n"),))
     with pytest.raises(snapshot.ToolError, match="default/x is already assigned to n"):
         _run(state, [make_pod("x").obj()], default_config, registry)
@@ -217,7 +253,12 @@ def test_pods_already_in_the_snapshot_or_duplicated_are_refused(default_config, 
         _run(state, [make_pod("y").obj(), make_pod("y").obj()], default_config, registry)
 
 
-def test_no_seed_picks_and_reports_one(example_cluster, example_pods, default_config, registry) -> None:
+def test_no_seed_picks_and_reports_one(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     res: SimulationResult = simulate(example_cluster, example_pods, default_config, registry)
     again = simulate(snapshot.load_cluster(str(EXAMPLE_CLUSTER)), example_pods, default_config, registry, seed=res.seed)
     assert res.to_dict() == again.to_dict()
@@ -226,7 +267,12 @@ def test_no_seed_picks_and_reports_one(example_cluster, example_pods, default_co
 # -- output -----------------------------------------------------------------------------------------
 
 
-def test_table_fits_100_columns(example_cluster, example_pods, default_config, registry) -> None:
+def test_table_fits_100_columns(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     text = report.simulation_text(_run(example_cluster, example_pods, default_config, registry).to_dict())
     assert max(len(line) for line in text.splitlines()) <= 100
     assert "Node utilisation" in text
@@ -236,7 +282,12 @@ def test_table_fits_100_columns(example_cluster, example_pods, default_config, r
     assert "batch/etl-huge" in text
 
 
-def test_html_report_is_standalone_with_an_svg_chart(example_cluster, example_pods, default_config, registry) -> None:
+def test_html_report_is_standalone_with_an_svg_chart(
+    example_cluster: snapshot.ClusterState,
+    example_pods: list[dict[str, Any]],
+    default_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     page = report.simulation_html(_run(example_cluster, example_pods, default_config, registry).to_dict())
     assert page.startswith("<!DOCTYPE html>")
     assert "<script" not in page
@@ -248,7 +299,7 @@ def test_html_report_is_standalone_with_an_svg_chart(example_cluster, example_po
     assert sum(1 for t in titles if " cpu: " in t) == 8
 
 
-def test_cli_outputs_and_html(tmp_path: Path, capsys) -> None:
+def test_cli_outputs_and_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     html_file = tmp_path / "report.html"
     args = ["simulate", "--cluster", str(EXAMPLE_CLUSTER), "--pods", str(EXAMPLE_PODS), "--seed", "5"]
     assert main([*args, "--html", str(html_file)]) == 0
@@ -273,21 +324,23 @@ def test_cli_outputs_and_html(tmp_path: Path, capsys) -> None:
         ({}, ["--profile", "nope"], "profile 'nope' is not in the configuration"),
     ],
 )
-def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, capsys, files, extra, message) -> None:
+def test_cli_bad_input_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str | None], extra: list[str], message: str
+) -> None:
     cluster = str(EXAMPLE_CLUSTER)
     pods = str(EXAMPLE_PODS)
     argv = ["simulate"]
     if "cluster" in files:
         cluster = str(tmp_path / "cluster.yaml")
-        if files["cluster"] is not None:
-            Path(cluster).write_text(files["cluster"])
-    if "pods" in files:
+        if (cluster_text := files["cluster"]) is not None:
+            Path(cluster).write_text(cluster_text)
+    if (pods_text := files.get("pods")) is not None:
         pods = str(tmp_path / "pods.yaml")
-        Path(pods).write_text(files["pods"])
+        Path(pods).write_text(pods_text)
     argv += ["--cluster", cluster, "--pods", pods, *extra]
-    if "config" in files:
+    if (config_text := files.get("config")) is not None:
         cfg = tmp_path / "config.yaml"
-        cfg.write_text(files["config"])
+        cfg.write_text(config_text)
         argv += ["--config", str(cfg)]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -295,7 +348,7 @@ def test_cli_bad_input_exits_2_with_a_message(tmp_path: Path, capsys, files, ext
     assert "Traceback" not in err
 
 
-def test_custom_config_changes_the_outcome(tmp_path: Path, registry) -> None:
+def test_custom_config_changes_the_outcome(tmp_path: Path, registry: Registry) -> None:
     """MostAllocated packs; the default LeastAllocated spreads."""
     state = _state(
         make_node("big").capacity(cpu="8", memory="16Gi", pods="10"),

@@ -17,7 +17,8 @@ from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.plugins.gang_scheduling import ERR_REASON_TOO_FEW, no_group_message
 from custom_scheduler.tools import main, report, snapshot
 from custom_scheduler.tools.explain import explain_pod, format_explanation
-from custom_scheduler.tools.simulate import SimulationResult, format_result, simulate
+from custom_scheduler.tools.simulate import format_result, simulate
+from custom_scheduler.tools.simulation_result import SimulationResult
 from tests.builders import PodBuilder, PodGroupBuilder, make_crd_pod_group, make_node, make_pod, make_pod_group
 
 GANG_CONFIG_TEXT = snapshot.DEFAULT_CONFIG_TEXT + (
@@ -62,7 +63,9 @@ def results(res: SimulationResult) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_two_gangs_that_fit_alone_but_not_together(api: str, gang_config, registry) -> None:
+def test_two_gangs_that_fit_alone_but_not_together(
+    api: str, gang_config: config.SchedulerConfig, registry: Registry
+) -> None:
     """3 CPUs, two gangs of 2 x 1 CPU: the first is placed whole, the second not at all (it
     would fit half): every member of it is unschedulable with the group's message."""
     state = state_of(group(api, "a", 2), group(api, "b", 2))
@@ -113,7 +116,13 @@ def test_two_gangs_that_fit_alone_but_not_together(api: str, gang_config, regist
         ),
     ],
 )
-def test_group_outcomes(groups, pods, want, gang_config, registry) -> None:
+def test_group_outcomes(
+    groups: tuple[PodGroupBuilder, ...],
+    pods: list[PodBuilder],
+    want: tuple[str, int | None, str],
+    gang_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     """The barrier gates every member (with GangScheduling's message); a gang placed short of
     minCount while a member may still come waits at Permit when the simulation ends. The third
     case has one member bound in the snapshot already: it counts towards the quorum."""
@@ -134,7 +143,9 @@ def test_group_outcomes(groups, pods, want, gang_config, registry) -> None:
         assert res.to_dict()["waitingPods"] == [{"pod": "default/m0", "node": "n1", "message": got["default/m0"][1]}]
 
 
-def test_without_gang_scheduling_members_go_one_by_one(default_config, registry) -> None:
+def test_without_gang_scheduling_members_go_one_by_one(
+    default_config: config.SchedulerConfig, registry: Registry
+) -> None:
     """The default profile does not enable GangScheduling: half a gang is placed, and a note says why."""
     state = state_of(make_pod_group("a", min_count=2), cpu="1")
     res = run(state, [member("native", f"a{i}", "a") for i in range(2)], default_config, registry)
@@ -147,7 +158,9 @@ def test_without_gang_scheduling_members_go_one_by_one(default_config, registry)
 # -- output -----------------------------------------------------------------------------------------
 
 
-def test_groups_section_in_every_output(tmp_path: Path, capsys, gang_config, registry) -> None:
+def test_groups_section_in_every_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gang_config: config.SchedulerConfig, registry: Registry
+) -> None:
     state = state_of(make_pod_group("a", min_count=2), make_crd_pod_group("b", min_member=2))
     pods = [member("native", f"a{i}", "a") for i in range(2)] + [member("crd", f"b{i}", "b") for i in range(2)]
     res = run(state, pods, gang_config, registry)
@@ -200,7 +213,7 @@ def test_groups_section_in_every_output(tmp_path: Path, capsys, gang_config, reg
         ),
     ],
 )
-def test_snapshot_files_carry_both_apis(tmp_path: Path, doc, api, min_count) -> None:
+def test_snapshot_files_carry_both_apis(tmp_path: Path, doc: dict[str, Any], api: gang.Api, min_count: int) -> None:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all([make_node("n1").obj(), doc]))
     state = snapshot.load_cluster(str(path))
@@ -283,7 +296,12 @@ def _items(b: PodGroupBuilder) -> dict[str, Any]:
         ),
     ],
 )
-def test_live_podgroups(native, crd, keys, warnings) -> None:
+def test_live_podgroups(
+    native: list[dict[str, Any]] | Exception,
+    crd: list[dict[str, Any]] | Exception,
+    keys: list[tuple[gang.Api, str]],
+    warnings: list[str],
+) -> None:
     state = snapshot.fetch_live(_Client({gang.NATIVE_PATH: native, gang.CRD_PATH: crd}))
     assert [(pg.api, pg.key) for pg in state.gang_store().groups()] == keys
     got = [w for w in state.warnings if "podgroup" in w]
@@ -330,7 +348,14 @@ def test_live_podgroups(native, crd, keys, warnings) -> None:
         ),
     ],
 )
-def test_explain_notes_the_gang(groups, others, want, text, gang_config, registry) -> None:
+def test_explain_notes_the_gang(
+    groups: tuple[PodGroupBuilder, ...],
+    others: int,
+    want: dict[str, Any],
+    text: str,
+    gang_config: config.SchedulerConfig,
+    registry: Registry,
+) -> None:
     """``others`` members besides the explained one: the first bound, the rest pending."""
     pods = [
         member("native", f"o{i}", "g").node("n1") if i == 0 else member("native", f"o{i}", "g") for i in range(others)
@@ -351,7 +376,9 @@ def test_explain_notes_the_gang(groups, others, want, text, gang_config, registr
         assert ex.node == "n1"
 
 
-def test_explain_of_a_pod_without_a_group_has_no_gang_note(gang_config, registry) -> None:
+def test_explain_of_a_pod_without_a_group_has_no_gang_note(
+    gang_config: config.SchedulerConfig, registry: Registry
+) -> None:
     ex = explain_pod(state_of(), make_pod("alone").obj(), gang_config, registry)
     assert ex.to_dict()["gang"] is None
     assert "Gang:" not in format_explanation(ex, "table")
