@@ -185,10 +185,6 @@ class Algorithm:
         return ties[0].name if len(ties) == 1 else ties[self.rng.randrange(len(ties))].name
 
 
-def _prefilter_names(fwk: Framework) -> str:
-    return " ".join(p.name for p in fwk.pre_filter)
-
-
 def _prefilter_candidates(
     fwk: Framework, state: CycleState, nodes: Sequence[NodeInfo], statuses: dict[str, Status]
 ) -> Sequence[NodeInfo]:
@@ -197,7 +193,10 @@ def _prefilter_candidates(
     if state.node_names is None:
         return nodes
     allowed = state.node_names
-    reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{_prefilter_names(fwk)}]")
+    # Upstream names only the plugins whose PreFilter result excluded nodes, sorted. A set narrowed
+    # before PreFilter (a gang member tried in one topology domain) names the profile's PreFilters.
+    names = state.narrowed_by or tuple(p.name for p in fwk.pre_filter)
+    reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(names)}]")
     for ni in nodes:
         if ni.name not in allowed:
             statuses[ni.name] = reason

@@ -195,7 +195,24 @@ class Framework:
 
     # -- scheduling cycle -------------------------------------------------------------------------
     def run_pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        return self._run_pre(self.pre_filter, "pre_filter", state.skip_filter, state, pod, nodes)
+        """PreFilter in order (see :meth:`_run_pre`), noting which plugins narrowed the node set
+        (``state.narrowed_by``, upstream's pluginsWithNodes): the FailedScheduling message names
+        only those, and an empty intersection fails here with upstream's message."""
+        narrowed: set[str] = set()
+
+        def note(name: str, restrictions_before: int) -> Status:
+            if state.restrictions == restrictions_before:
+                return SUCCESS
+            narrowed.add(name)
+            state.narrowed_by = tuple(sorted(narrowed))
+            if state.node_names:
+                return SUCCESS
+            if len(narrowed) == 1:
+                return Status.unresolvable(f"node(s) didn't satisfy plugin {name}").with_plugin(name)
+            names = " ".join(state.narrowed_by)
+            return Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{names}] simultaneously").with_plugin(name)
+
+        return self._run_pre(self.pre_filter, "pre_filter", state.skip_filter, state, pod, nodes, after=note)
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         skip = state.skip_filter
@@ -335,11 +352,14 @@ class Framework:
         state: CycleState,
         pod: Pod,
         nodes: Sequence[NodeInfo],
+        after: Callable[[str, int], Status] | None = None,
     ) -> Status:
         """PreFilter and PreScore: in order, stop at the first non-success (exceptions become
         ERROR statuses stamped with the plugin's name); a plugin answering SKIP goes into
-        ``skipped`` (``state.skip_filter``/``skip_score``), so Filter or Score passes it by."""
+        ``skipped`` (``state.skip_filter``/``skip_score``), so Filter or Score passes it by.
+        ``after(plugin, restrictions before it)`` checks each successful plugin's effect."""
         for p in plugins:
+            before = state.restrictions
             try:
                 st: Status = getattr(p, method)(state, pod, nodes)
             except Exception as e:
@@ -349,6 +369,8 @@ class Framework:
                 continue
             if not st.is_success:
                 return st.with_plugin(p.name)
+            if after is not None and not (st := after(p.name, before)).is_success:
+                return st
         return SUCCESS
 
     def _plugin_scores(

@@ -275,7 +275,7 @@ class StateNotFoundError(KeyError):
 class CycleState:
     """Per-attempt scratch space. ``node_names`` is the PreFilter result: ``None`` means all nodes."""
 
-    __slots__ = ("_data", "node_names", "rng", "skip_filter", "skip_score")
+    __slots__ = ("_data", "narrowed_by", "node_names", "restrictions", "rng", "skip_filter", "skip_score")
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._data: dict[str, Any] = {}
@@ -283,6 +283,11 @@ class CycleState:
         # runs the cycle, so explain and simulate reproduce a decision from a seed.
         self.rng: random.Random = rng if rng is not None else _DEFAULT_RNG
         self.node_names: set[str] | None = None
+        #: How many times a PreFilter narrowed ``node_names``: the runtime compares it around each
+        #: plugin to learn which plugins' results excluded nodes (upstream's pluginsWithNodes).
+        self.restrictions = 0
+        #: The PreFilter plugins whose result excluded nodes, sorted (set by the runtime).
+        self.narrowed_by: tuple[str, ...] = ()
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
 
@@ -304,11 +309,14 @@ class CycleState:
         """Intersect the PreFilter result with ``names``."""
         s = set(names)
         self.node_names = s if self.node_names is None else (self.node_names & s)
+        self.restrictions += 1
 
     def clone(self) -> CycleState:
         c = CycleState(self.rng)
         c._data = dict(self._data)
         c.node_names = None if self.node_names is None else set(self.node_names)
+        c.restrictions = self.restrictions
+        c.narrowed_by = self.narrowed_by
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
         return c

@@ -195,3 +195,58 @@ def test_plugin_exception_becomes_error_status_and_bad_score_is_rejected() -> No
     assert "ZeroDivisionError" in st_.message
     with pytest.raises(FrameworkError, match=r'plugin "Boom" returns an invalid score 101'):
         fwk.run_score(CycleState(), make_pod().build(), [ni])
+
+
+def _pinned_to(*names: str) -> dict[str, Any]:
+    return {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(names)}]}
+
+
+@pytest.mark.parametrize(
+    ("pinned", "want"),
+    [
+        pytest.param(
+            ("a",),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            id="one node named: only NodeAffinity narrowed",
+        ),
+        pytest.param(
+            ("gone",),
+            "0/3 nodes are available: 3 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            id="a node not in the cluster",
+        ),
+    ],
+)
+def test_prefilter_message_names_only_the_plugins_that_narrowed(pinned: tuple[str, ...], want: str) -> None:
+    """kube-scheduler 1.37 names the PreFilter plugins whose result excluded nodes (its
+    pluginsWithNodes), not every PreFilter plugin of the profile (the differential found it)."""
+    fwk, snap = _setup(*(make_node(n).capacity(cpu="1", memory="1Gi", pods="10") for n in ("a", "b", "c")))
+    assert len(fwk.pre_filter) > 1  # the default profile: a message naming them all would differ
+    pod = make_pod("p").req(cpu="2").required_node_affinity(_pinned_to(*pinned)).build()
+    state = CycleState()
+    with pytest.raises(FitError) as e:
+        Algorithm().schedule(fwk, state, pod, snap)
+    assert str(e.value) == want
+    assert state.narrowed_by == ("NodeAffinity",)
+
+
+def test_prefilter_results_that_do_not_intersect_fail_as_upstream() -> None:
+    """Two PreFilter results with nothing in common fail PreFilter itself, with upstream's message."""
+    fwk, snap = _setup(make_node("a"), make_node("b"))
+
+    class Narrow:
+        def __init__(self, name: str, keep: str) -> None:
+            self.name, self.keep = name, keep
+
+        def pre_filter(self, state: CycleState, pod: Pod, nodes: Any) -> Status:
+            state.restrict_nodes([self.keep])
+            return Status()
+
+    fwk.pre_filter = [Narrow("Zeta", "a"), Narrow("Alpha", "b")]  # type: ignore[list-item]
+    state = CycleState()
+    st = fwk.run_pre_filter(state, make_pod("p").build(), snap.node_list)
+    assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.message == "node(s) didn't satisfy plugin(s) [Alpha Zeta] simultaneously"
+    assert state.narrowed_by == ("Alpha", "Zeta")
+    fwk.pre_filter = [Narrow("Only", "a"), Narrow("Only", "a")]  # type: ignore[list-item]
+    st = fwk.run_pre_filter(CycleState(), make_pod("p").build(), snap.node_list)
+    assert st.is_success
