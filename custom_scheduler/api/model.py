@@ -24,8 +24,10 @@ from custom_scheduler.api.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     JSON,
+    Requests,
     Resources,
     compute_requests,
+    container_score_requests,
 )
 
 #: The label that makes a pod a member of a scheduler-plugins PodGroup (see custom_scheduler.api.podgroup).
@@ -134,6 +136,9 @@ class Pod:
     requests: Resources = field(default_factory=Resources)
     non_zero_milli_cpu: int = DEFAULT_MILLI_CPU_REQUEST
     non_zero_memory: int = DEFAULT_MEMORY_REQUEST
+    #: NodeResourcesFit's score counts containers only (see ``container_score_requests``); None
+    #: when the pod sets no pod-level requests (then ``requests`` and the non-zero values serve).
+    container_requests: Requests | None = None
     host_ports: tuple[HostPort, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     node_selector: dict[str, str] = field(default_factory=dict)
@@ -387,6 +392,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         requests=requests,
         non_zero_milli_cpu=nz_cpu,
         non_zero_memory=nz_mem,
+        container_requests=container_score_requests(spec),
         host_ports=_host_ports(spec),
         tolerations=tuple(
             Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")

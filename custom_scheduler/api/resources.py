@@ -108,7 +108,11 @@ def _container_requests(c: JSON) -> tuple[Resources, int, int]:
     return req, nz_cpu, nz_mem
 
 
-def compute_requests(spec: JSON) -> tuple[Resources, int, int]:
+#: A pod's requests with the "non-zero" CPU and memory scoring uses: (requests, milli-CPU, memory).
+Requests = tuple[Resources, int, int]
+
+
+def compute_requests(spec: JSON) -> Requests:
     """Effective pod requests, as kube-scheduler's ``PodRequests`` computes them (v1.34+).
 
     ``max(Σ regular containers + Σ sidecars, max over init containers of (init + sidecars started
@@ -117,6 +121,40 @@ def compute_requests(spec: JSON) -> tuple[Resources, int, int]:
     second and third values are the "non-zero" CPU and memory used for scoring, where a container
     that omits a request counts as 100m / 200Mi.
     """
+    total, nz_cpu, nz_mem = _containers(spec)
+    pod_level = _pod_level_requests(spec)
+    if pod_level:
+        # Pod-level resources (beta and on by default since 1.34): the pod's own requests replace
+        # the containers' sum for cpu, memory and hugepages, and for the non-zero values too, so an
+        # unset container request no longer counts as 100m / 200Mi.
+        lvl = Resources.from_json(pod_level)
+        if "cpu" in pod_level:
+            total.milli_cpu = nz_cpu = lvl.milli_cpu
+        if "memory" in pod_level:
+            total.memory = nz_mem = lvl.memory
+        for k, v in lvl.scalar.items():
+            total.scalar[k] = v
+    return _with_overhead(spec, total, nz_cpu, nz_mem)
+
+
+def container_score_requests(spec: JSON) -> Requests | None:
+    """What NodeResourcesFit's *score* counts for a pod with pod-level resources: the containers'
+    sum and overhead, as if ``spec.resources`` were unset; None for a pod without them (then it is
+    :func:`compute_requests`). kube-scheduler 1.37.2 builds Fit's scorer without its pod-level flag
+    (``noderesources/fit.go``: ``SkipPodLevelResources`` is true there), while its Filter and
+    BalancedAllocation use pod-level resources; matching it keeps scores equal to upstream's."""
+    if not _pod_level_requests(spec):
+        return None
+    return _with_overhead(spec, *_containers(spec))
+
+
+def _pod_level_requests(spec: JSON) -> dict[str, Any]:
+    requests = ((spec.get("resources") or {}).get("requests")) or {}
+    return {k: v for k, v in requests.items() if _pod_level_resource(k)}
+
+
+def _containers(spec: JSON) -> Requests:
+    """The containers' part of :func:`compute_requests` (sidecars and init containers included)."""
     total = Resources()
     nz_cpu = nz_mem = 0
     for c in spec.get("containers") or ():
@@ -143,19 +181,10 @@ def compute_requests(spec: JSON) -> tuple[Resources, int, int]:
         init_cpu, init_mem = max(init_cpu, eff_cpu), max(init_mem, eff_mem)
     total.add(sidecars)
     total.set_max(init_max)
-    nz_cpu, nz_mem = max(nz_cpu + sc_cpu, init_cpu), max(nz_mem + sc_mem, init_mem)
-    pod_level = ((spec.get("resources") or {}).get("requests")) or {}
-    if any(_pod_level_resource(k) for k in pod_level):
-        # Pod-level resources (beta and on by default since 1.34): the pod's own requests replace
-        # the containers' sum for cpu, memory and hugepages; for scoring too, so an unset container
-        # request no longer counts as 100m / 200Mi.
-        lvl = Resources.from_json({k: v for k, v in pod_level.items() if _pod_level_resource(k)})
-        if "cpu" in pod_level:
-            total.milli_cpu = nz_cpu = lvl.milli_cpu
-        if "memory" in pod_level:
-            total.memory = nz_mem = lvl.memory
-        for k, v in lvl.scalar.items():
-            total.scalar[k] = v
+    return total, max(nz_cpu + sc_cpu, init_cpu), max(nz_mem + sc_mem, init_mem)
+
+
+def _with_overhead(spec: JSON, total: Resources, nz_cpu: int, nz_mem: int) -> Requests:
     overhead = Resources.from_json(spec.get("overhead"))
     if not overhead.is_zero():
         total.add(overhead)

@@ -170,12 +170,15 @@ class ResourceAllocationScorer:
     def pod_requests(self, pod: Pod) -> tuple[int, ...]:
         """The pod's request per configured resource (non-zero cpu/memory unless ``use_requested``)."""
         out: list[int] = []
-        req = pod.requests
+        req, nz_cpu, nz_mem = pod.requests, pod.non_zero_milli_cpu, pod.non_zero_memory
+        if not self.use_requested and pod.container_requests is not None:
+            # NodeResourcesFit (the one non-zero scorer) ignores pod-level resources, as 1.37.2's.
+            req, nz_cpu, nz_mem = pod.container_requests
         for r, kind in zip(self.resources, self._kinds, strict=True):
             if kind == _CPU:
-                out.append(req.milli_cpu if self.use_requested else pod.non_zero_milli_cpu)
+                out.append(req.milli_cpu if self.use_requested else nz_cpu)
             elif kind == _MEMORY:
-                out.append(req.memory if self.use_requested else pod.non_zero_memory)
+                out.append(req.memory if self.use_requested else nz_mem)
             elif kind == _EPHEMERAL:
                 out.append(req.ephemeral_storage)
             elif kind == _SCALAR:

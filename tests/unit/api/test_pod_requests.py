@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from custom_scheduler.api.resources import compute_requests
+from custom_scheduler.api.resources import compute_requests, container_score_requests
 
 MI = 1024 * 1024
 
@@ -81,3 +81,18 @@ def test_pod_level_hugepages_replace_containers() -> None:
     }
     total, _, _ = compute_requests(spec)
     assert total.scalar["hugepages-2Mi"] == 10 * MI
+
+
+def test_container_score_requests_leave_out_pod_level_requests() -> None:
+    """Fit's score (1.37.2) counts containers and overhead only; None without pod-level requests."""
+    spec = {
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}, {"name": "b"}],
+        "resources": {"requests": {"cpu": "4", "memory": "1Gi"}},
+        "overhead": {"cpu": "250m"},
+    }
+    got = container_score_requests(spec)
+    assert got is not None
+    total, nz_cpu, nz_mem = got
+    assert (total.milli_cpu, total.memory, nz_cpu, nz_mem) == (1250, 0, 1350, 400 * MI)
+    assert compute_requests(spec)[0].milli_cpu == 4250
+    assert container_score_requests({"containers": spec["containers"]}) is None

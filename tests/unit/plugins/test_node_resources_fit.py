@@ -693,6 +693,35 @@ def test_score_without_pre_score_computes_requests() -> None:
     assert pl.score(CycleState(), containers(*CPU_AND_MEMORY).build(), ni) == 37
 
 
+@pytest.mark.parametrize(
+    ("requests", "pod_level", "want"),
+    [
+        # Containers 3000m/5000 of 4000m/10000: (25 + 50) / 2; the pod-level 1000m/1000 would give 82.
+        pytest.param(CPU_AND_MEMORY, res(1000, 1000), 37, id="pod-level ignored: the containers count"),
+        # 1000m + 100m: 72; 2000 + 200Mi of memory: 0; the pod-level 3000m/5000 would give 37.
+        pytest.param((res(1000, 2000), {}), res(3000, 5000), 36, id="a container without requests counts 100m/200Mi"),
+        pytest.param(CPU_AND_MEMORY, None, 37, id="no pod-level resources"),
+    ],
+)
+def test_score_ignores_pod_level_resources_as_upstream(
+    requests: tuple[dict[str, str], ...], pod_level: dict[str, str] | None, want: int
+) -> None:
+    """kube-scheduler 1.37.2 builds Fit's scorer without pod-level resources (its Filter and
+    BalancedAllocation use them): the score counts the containers, with 100m/200Mi for a container
+    that requests nothing. Using ``spec.resources`` here differed by up to 50 points per node."""
+    b = containers(*requests)
+    if pod_level is not None:
+        b.spec["resources"] = {"requests": pod_level}
+    pod = b.build()
+    ni = node_info(score_node(4000, 10000))
+    pl = fit.NodeResourcesFit(None, fake_handle([ni]))
+    state = CycleState()
+    pl.pre_score(state, pod, [ni])
+    assert pl.score(state, pod, ni) == want
+    if pod_level is not None:  # the Filter still counts the pod-level requests
+        assert (pod.requests.milli_cpu, pod.requests.memory) == (int(pod_level["cpu"][:-1]), int(pod_level["memory"]))
+
+
 # --- args ------------------------------------------------------------------------------------------
 
 
