@@ -181,3 +181,14 @@ def test_openmetrics_when_the_scraper_asks(metrics: Metrics) -> None:
     body, content_type = metrics.render("application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")
+
+
+def test_no_created_series(metrics: Metrics) -> None:
+    """kube-scheduler exports no ``_created`` samples; prometheus_client would add one per counter
+    and histogram child."""
+    metrics.extension_point("Filter", "Success", "custom-scheduler", 0.01)
+    metrics.preemption_attempt(2)
+    body, _ = metrics.render()
+    samples = [line for line in body.decode().splitlines() if line and not line.startswith("#")]
+    assert any(line.startswith("scheduler_framework_extension_point_duration_seconds_count") for line in samples)
+    assert [line for line in samples if "_created" in line] == []
