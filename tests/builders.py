@@ -223,6 +223,20 @@ class PodBuilder:
         self._obj.setdefault("status", {})["phase"] = phase
         return self
 
+    def resized(
+        self, allocated: dict[str, str], actual: dict[str, str] | None = None, container: int = 0
+    ) -> PodBuilder:
+        """The kubelet's report of an in-place resize on container ``container``: what it admitted
+        (``allocatedResources``) and what the runtime applied (``resources.requests``, the
+        allocation when None)."""
+        name = self.spec["containers"][container]["name"]
+        statuses = self._obj.setdefault("status", {}).setdefault("containerStatuses", [])
+        statuses[:] = [cs for cs in statuses if cs["name"] != name]
+        statuses.append(
+            {"name": name, "allocatedResources": dict(allocated), "resources": {"requests": dict(actual or allocated)}}
+        )
+        return self
+
     def start_time(self, ts: str) -> PodBuilder:
         self._obj.setdefault("status", {})["startTime"] = ts
         return self

@@ -355,7 +355,7 @@ def _pod_from_json(doc: JSON) -> Pod:
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
     status = doc.get("status") or {}
-    requests, nz_cpu, nz_mem = compute_requests(spec)
+    requests, nz_cpu, nz_mem = compute_requests(spec, status)
     cond = None
     disruption = False
     for c in status.get("conditions") or ():
@@ -392,7 +392,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         requests=requests,
         non_zero_milli_cpu=nz_cpu,
         non_zero_memory=nz_mem,
-        container_requests=container_score_requests(spec),
+        container_requests=container_score_requests(spec, status),
         host_ports=_host_ports(spec),
         tolerations=tuple(
             Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")

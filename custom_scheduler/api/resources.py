@@ -8,9 +8,9 @@ type every fit and score computation adds and compares.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from custom_scheduler.api import quantity
 
@@ -100,9 +100,12 @@ class Resources:
         return r
 
 
-def _container_requests(c: JSON) -> tuple[Resources, int, int]:
-    req = Resources.from_json(((c.get("resources") or {}).get("requests")) or None)
-    raw = (c.get("resources") or {}).get("requests") or {}
+def _container_requests(raw: JSON | None) -> tuple[Resources, int, int]:
+    """One container's requests from its ``ResourceList`` (spec, allocated or actuated) and its
+    non-zero CPU and memory: an absent entry scores as the default, as upstream's
+    ``NonMissingContainerRequests`` fills it in whichever list it reads."""
+    raw = raw or {}
+    req = Resources.from_json(raw)
     nz_cpu = req.milli_cpu if CPU in raw else DEFAULT_MILLI_CPU_REQUEST
     nz_mem = req.memory if MEMORY in raw else DEFAULT_MEMORY_REQUEST
     return req, nz_cpu, nz_mem
@@ -112,38 +115,153 @@ def _container_requests(c: JSON) -> tuple[Resources, int, int]:
 Requests = tuple[Resources, int, int]
 
 
-def compute_requests(spec: JSON) -> Requests:
-    """Effective pod requests, as kube-scheduler's ``PodRequests`` computes them (v1.34+).
+def compute_requests(spec: JSON, status: JSON | None = None) -> Requests:
+    """Effective pod requests, as kube-scheduler's ``PodRequests`` computes them (v1.34+), with
+    status resources (in-place resize: InPlacePodVerticalScaling is GA and locked on since 1.35,
+    InPlacePodLevelResourcesVerticalScaling beta and on since 1.36, so 1.37.2's NodeInfo counts both).
 
     ``max(Σ regular containers + Σ sidecars, max over init containers of (init + sidecars started
     before it))``, then pod-level requests (``spec.resources``) in place of that for the resources
     they name, then ``+ overhead``; sidecars are init containers with ``restartPolicy: Always``. The
     second and third values are the "non-zero" CPU and memory used for scoring, where a container
     that omits a request counts as 100m / 200Mi.
+
+    With ``status``, each part is the maximum of the desired (spec), allocated and actuated sizes,
+    so a pod resized up counts at its larger size while the kubelet works on it (no over-commit)
+    and a pod resized down counts at the smaller one only once the kubelet reports it actuated.
     """
-    total, nz_cpu, nz_mem = _containers(spec)
+    status = status or {}
+    if _status_counts(status):
+        total, nz_cpu, nz_mem = _status_aware_containers(spec, status)
+    else:
+        total, nz_cpu, nz_mem = _containers(spec)
     pod_level = _pod_level_requests(spec)
     if pod_level:
         # Pod-level resources (beta and on by default since 1.34): the pod's own requests replace
         # the containers' sum for cpu, memory and hugepages, and for the non-zero values too, so an
         # unset container request no longer counts as 100m / 200Mi.
-        lvl = Resources.from_json(pod_level)
-        if "cpu" in pod_level:
+        lvl, names = _effective_pod_level(pod_level, status)
+        if CPU in names:
             total.milli_cpu = nz_cpu = lvl.milli_cpu
-        if "memory" in pod_level:
+        if MEMORY in names:
             total.memory = nz_mem = lvl.memory
         for k, v in lvl.scalar.items():
             total.scalar[k] = v
     return _with_overhead(spec, total, nz_cpu, nz_mem)
 
 
-def container_score_requests(spec: JSON) -> Requests | None:
-    """What NodeResourcesFit's *score* counts for a pod with pod-level resources: the containers'
-    sum and overhead, as if ``spec.resources`` were unset; None for a pod without them (then it is
-    :func:`compute_requests`). kube-scheduler 1.37.2 builds Fit's scorer without its pod-level flag
-    (``noderesources/fit.go``: ``SkipPodLevelResources`` is true there), while its Filter and
-    BalancedAllocation use pod-level resources; matching it keeps scores equal to upstream's."""
-    if not _pod_level_requests(spec):
+def _status_counts(status: JSON) -> bool:
+    """Whether ``status`` can change what :func:`compute_requests` counts: it reports allocated or
+    actuated resources, or a resize the kubelet found infeasible (then the spec is not counted).
+    False for a pending pod, so the usual path skips the status-aware sums."""
+    if not status:
+        return False
+    if status.get("allocatedResources") is not None or status.get("resources") is not None:
+        return True
+    for cs in (*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())):
+        if cs.get("allocatedResources") is not None or cs.get("resources") is not None:
+            return True
+    return _resize_infeasible(status)
+
+
+def _resize_infeasible(status: JSON) -> bool:
+    """Upstream's ``IsPodResizeInfeasible``: the first PodResizePending condition says Infeasible."""
+    for c in status.get("conditions") or ():
+        if c.get("type") == "PodResizePending":
+            return bool(c.get("reason") == "Infeasible")
+    return False
+
+
+#: Picks the ``ResourceList`` one container counts with: (container, its status or None, whether
+#: the pending resize is infeasible) -> requests, None for none.
+_Pick = Callable[[JSON, JSON | None, bool], JSON | None]
+
+
+def _spec_pick(c: JSON, _cs: JSON | None, _infeasible: bool) -> JSON | None:
+    return (c.get("resources") or {}).get("requests")
+
+
+def _allocated_pick(c: JSON, cs: JSON | None, infeasible: bool) -> JSON | None:
+    """Upstream's ``containerAllocatedRequests``: what the kubelet admitted, else the spec (none
+    when the resize is infeasible: the spec then asks for what the node cannot give)."""
+    if cs is not None and cs.get("allocatedResources") is not None:
+        allocated: JSON = cs["allocatedResources"]
+        return allocated
+    return None if infeasible else _spec_pick(c, cs, infeasible)
+
+
+def _actuated_pick(c: JSON, cs: JSON | None, infeasible: bool) -> JSON | None:
+    """Upstream's ``containerActuatedRequests``: what the runtime applied, else the allocation,
+    else the spec (none when the resize is infeasible)."""
+    if cs is not None:
+        actual = (cs.get("resources") or {}).get("requests")
+        if actual is not None:
+            return cast("JSON", actual)
+        if cs.get("allocatedResources") is not None:
+            return cast("JSON", cs["allocatedResources"])
+    return None if infeasible else _spec_pick(c, cs, infeasible)
+
+
+def _status_aware_containers(spec: JSON, status: JSON) -> Requests:
+    """Upstream's ``AggregateContainerRequests`` with ``UseStatusResources``: the element-wise max
+    of the spec, allocated and actuated sums (allocated and actuated only when the resize is
+    infeasible). The pod-level status maps, when the kubelet reports both, already hold the sums."""
+    infeasible = _resize_infeasible(status)
+    by_name: dict[str, JSON] = {}
+    # findContainerStatus: containerStatuses first, then initContainerStatuses; first match wins.
+    for cs in (*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())):
+        by_name.setdefault(str(cs.get("name", "")), cs)
+    actual = (status.get("resources") or {}).get("requests")
+    allocated_list = status.get("allocatedResources")
+    if allocated_list is not None and actual is not None:
+        allocated, actuated = _flat(allocated_list), _flat(actual)
+    else:
+        allocated = _containers(spec, _allocated_pick, by_name, infeasible=infeasible)
+        actuated = _containers(spec, _actuated_pick, by_name, infeasible=infeasible)
+    parts = (actuated, allocated) if infeasible else (_containers(spec), actuated, allocated)
+    total = Resources()
+    nz_cpu = nz_mem = 0
+    for r, c_cpu, c_mem in parts:
+        total.set_max(r)
+        nz_cpu, nz_mem = max(nz_cpu, c_cpu), max(nz_mem, c_mem)
+    return total, nz_cpu, nz_mem
+
+
+def _flat(doc: JSON) -> Requests:
+    """A pod-level status ``ResourceList`` as a part of the max: no non-zero defaults apply to it."""
+    r = Resources.from_json(doc)
+    return r, r.milli_cpu, r.memory
+
+
+def _effective_pod_level(pod_level: JSON, status: JSON) -> tuple[Resources, set[str]]:
+    """The pod-level requests counted (upstream's ``effectivePodLevelResources``), and the names
+    they set: with ``status.resources`` reported, the max of the spec (left out when the resize
+    is infeasible), the actuated and the allocated pod-level requests."""
+    if status.get("resources") is None:
+        return Resources.from_json(pod_level), set(pod_level)
+    lists = [
+        (status.get("resources") or {}).get("requests") or {},
+        status.get("allocatedResources") or {},
+    ]
+    if not _resize_infeasible(status):
+        lists.append(pod_level)
+    lvl = Resources()
+    names: set[str] = set()
+    for doc in lists:
+        supported = {k: v for k, v in doc.items() if _pod_level_resource(k)}
+        lvl.set_max(Resources.from_json(supported))
+        names.update(supported)
+    return lvl, names
+
+
+def container_score_requests(spec: JSON, status: JSON | None = None) -> Requests | None:
+    """What NodeResourcesFit's *score* counts for a pod: the containers' sum from the spec and
+    overhead, as if ``spec.resources`` were unset and the status reported nothing; None when that
+    is :func:`compute_requests` (no pod-level requests, no status resources). kube-scheduler 1.37.2
+    builds Fit's scorer without its pod-level and in-place-resize flags (``noderesources/fit.go``:
+    ``SkipPodLevelResources`` true, ``UseStatusResources`` false there), while its Filter,
+    BalancedAllocation and NodeInfo use both; matching it keeps scores equal to upstream's."""
+    if not _pod_level_requests(spec) and not _status_counts(status or {}):
         return None
     return _with_overhead(spec, *_containers(spec))
 
@@ -153,12 +271,24 @@ def _pod_level_requests(spec: JSON) -> dict[str, Any]:
     return {k: v for k, v in requests.items() if _pod_level_resource(k)}
 
 
-def _containers(spec: JSON) -> Requests:
-    """The containers' part of :func:`compute_requests` (sidecars and init containers included)."""
+def _containers(
+    spec: JSON,
+    pick: _Pick = _spec_pick,
+    statuses: Mapping[str, JSON] | None = None,
+    *,
+    infeasible: bool = False,
+) -> Requests:
+    """The containers' part of :func:`compute_requests` (sidecars and init containers included),
+    each container counted with the ``ResourceList`` that ``pick`` chooses."""
+    statuses = statuses or {}
+
+    def one(c: JSON) -> tuple[Resources, int, int]:
+        return _container_requests(pick(c, statuses.get(str(c.get("name", ""))), infeasible))
+
     total = Resources()
     nz_cpu = nz_mem = 0
     for c in spec.get("containers") or ():
-        r, c_cpu, c_mem = _container_requests(c)
+        r, c_cpu, c_mem = one(c)
         total.add(r)
         nz_cpu += c_cpu
         nz_mem += c_mem
@@ -167,7 +297,7 @@ def _containers(spec: JSON) -> Requests:
     init_max = Resources()
     init_cpu = init_mem = 0
     for c in spec.get("initContainers") or ():
-        r, c_cpu, c_mem = _container_requests(c)
+        r, c_cpu, c_mem = one(c)
         if c.get("restartPolicy") == "Always":
             sidecars.add(r)
             sc_cpu += c_cpu

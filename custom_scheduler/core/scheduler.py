@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from custom_scheduler.api.model import Node, Pod
+from custom_scheduler.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.binding import BindingCycle, Executor, PoolExecutor
@@ -50,6 +51,8 @@ log = structlog.get_logger("custom_scheduler.scheduler")
 
 #: PreEnqueue's answer for a pod whose preemption's API calls are still being sent.
 RUNNING_PREEMPTION = "DefaultPreemption"
+#: The plugin whose rejections a scale-down may undo (core names plugins as strings, never imports them).
+FIT_PLUGIN = "NodeResourcesFit"
 
 __all__ = ["Decision", "Observer", "Scheduler"]
 
@@ -195,6 +198,8 @@ class Scheduler:
                 self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _may_need_other_pods)
             if old.labels != new.labels:
                 self.queue.move_all_to_active_or_backoff("AssignedPodUpdate")
+            if old.node_name:
+                self._requeue_after_scale_down(old, new)
         elif self.responsible_for(new):
             if self.cache.is_assumed(new.uid):
                 return  # our bind is in flight; the watch has not caught up yet
@@ -206,6 +211,20 @@ class Scheduler:
                 # nomination whose status patch has not landed yet.
                 self.nominator.remove(new)
             self.queue.update(new)
+
+    def _requeue_after_scale_down(self, old: Pod, new: Pod) -> None:
+        """An assigned pod counts less than before (an in-place resize down, counted once the
+        kubelet reports it actuated: ``compute_requests`` takes the max of spec and status): room
+        freed on its node, as a deletion would. Upstream's AssignedPodUpdate/UpdatePodScaleDown,
+        which only NodeResourcesFit registers for; its hint requeues a pod that requests one of
+        the lowered resources."""
+        lowered = _lowered_resources(old, new)
+        if lowered:
+            self.queue.move_all_to_active_or_backoff(
+                q.ASSIGNED_POD_UPDATE,
+                lambda p: any(p.requests.get(r) > 0 for r in lowered),
+                plugins={FIT_PLUGIN},
+            )
 
     def on_pod_delete(self, pod: Pod) -> None:
         self.nominator.remove(pod)
@@ -280,6 +299,12 @@ class Scheduler:
 
 def _queue_sort_of(profiles: Mapping[str, Framework]) -> QueueSortPlugin | None:
     return next(iter(profiles.values())).queue_sort if profiles else None
+
+
+def _lowered_resources(old: Pod, new: Pod) -> tuple[str, ...]:
+    """The resources ``new`` requests less of than ``old`` (upstream's ``extractPodScaleDown``)."""
+    names = (CPU, MEMORY, EPHEMERAL_STORAGE, *old.requests.scalar)
+    return tuple(r for r in names if old.requests.get(r) > new.requests.get(r))
 
 
 def _may_need_other_pods(p: Pod) -> bool:

@@ -186,7 +186,7 @@ class Metrics:
     def __init__(self, *, process_collectors: bool = True) -> None:
         # No ``*_created`` series: kube-scheduler (component-base) exports none, and to a dashboard
         # they are noise next to every counter and histogram. prometheus_client's switch is global.
-        prom.disable_created_metrics()
+        prom.disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = prom.CollectorRegistry(auto_describe=True)
         r = self.registry
         if process_collectors:

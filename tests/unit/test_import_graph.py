@@ -266,9 +266,10 @@ def test_no_two_modules_share_a_name() -> None:
 
 def test_core_copies_of_plugin_names_match_the_plugins() -> None:
     # core/ names the plugins its requeue rules concern as strings (it may not import them).
-    from custom_scheduler.core import dra_events, volume_events
+    from custom_scheduler.core import dra_events, scheduler, volume_events
     from custom_scheduler.plugins import (
         dynamic_resources,
+        node_resources_fit,
         node_volume_limits,
         volume_binding,
         volume_restrictions,
@@ -276,6 +277,7 @@ def test_core_copies_of_plugin_names_match_the_plugins() -> None:
     )
 
     assert frozenset({dynamic_resources.NAME}) == dra_events.PLUGINS
+    assert scheduler.FIT_PLUGIN == node_resources_fit.NAME
     assert (volume_events.BINDING, volume_events.RESTRICTIONS, volume_events.ZONE, volume_events.LIMITS) == (
         volume_binding.NAME,
         volume_restrictions.NAME,
