@@ -71,7 +71,7 @@ def profile_yaml(
     """A ``KubeSchedulerConfiguration`` with one profile running exactly ``profile``'s plugins (our
     effective profile, defaults merged): every extension point lists its plugins in our order, with
     our score weights, and ``*`` disabled there and in ``multiPoint``. So whatever a release adds to
-    its defaults (DynamicResources, NodeDeclaredFeatures, GangScheduling behind GenericWorkload,
+    its defaults (GangScheduling behind GenericWorkload,
     placement plugins, ...) stays out unless we have it too, and the two plugin sets are equal by
     construction as our default profile evolves. Plugin args are both sides' defaults.
 

@@ -13,7 +13,7 @@ it sees exactly the cluster kube-scheduler saw.
 
 Both run the same profile: kube-scheduler's configuration lists, per extension point, exactly the
 plugins of our effective default profile in our order with our weights (``*`` disabled everywhere,
-so NodeDeclaredFeatures and whatever else a release adds stay out unless we have it too; see
+so whatever a release adds stays out unless we have it too — NodeDeclaredFeatures is in both now; see
 :func:`tests.upstream.profile_yaml`), ``percentageOfNodesToScore: 100``, and OpportunisticBatching
 off (it may place a pod from an earlier pod's result, without scoring).
 
