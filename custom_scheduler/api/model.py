@@ -26,8 +26,7 @@ from custom_scheduler.api.resources import (
     JSON,
     Requests,
     Resources,
-    compute_requests,
-    container_score_requests,
+    pod_requests,
 )
 
 #: The label that makes a pod a member of a scheduler-plugins PodGroup (see custom_scheduler.api.podgroup).
@@ -136,8 +135,8 @@ class Pod:
     requests: Resources = field(default_factory=Resources)
     non_zero_milli_cpu: int = DEFAULT_MILLI_CPU_REQUEST
     non_zero_memory: int = DEFAULT_MEMORY_REQUEST
-    #: NodeResourcesFit's score counts containers only (see ``container_score_requests``); None
-    #: when the pod sets no pod-level requests (then ``requests`` and the non-zero values serve).
+    #: NodeResourcesFit's score counts the containers' spec only (see ``container_score_requests``);
+    #: None when that is what ``requests`` and the non-zero values already hold.
     container_requests: Requests | None = None
     host_ports: tuple[HostPort, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
@@ -355,7 +354,7 @@ def _pod_from_json(doc: JSON) -> Pod:
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
     status = doc.get("status") or {}
-    requests, nz_cpu, nz_mem = compute_requests(spec, status)
+    (requests, nz_cpu, nz_mem), score_requests = pod_requests(spec, status)
     cond = None
     disruption = False
     for c in status.get("conditions") or ():
@@ -392,7 +391,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         requests=requests,
         non_zero_milli_cpu=nz_cpu,
         non_zero_memory=nz_mem,
-        container_requests=container_score_requests(spec, status),
+        container_requests=score_requests,
         host_ports=_host_ports(spec),
         tolerations=tuple(
             Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")

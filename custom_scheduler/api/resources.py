@@ -130,12 +130,32 @@ def compute_requests(spec: JSON, status: JSON | None = None) -> Requests:
     so a pod resized up counts at its larger size while the kubelet works on it (no over-commit)
     and a pod resized down counts at the smaller one only once the kubelet reports it actuated.
     """
+    return pod_requests(spec, status)[0]
+
+
+def container_score_requests(spec: JSON, status: JSON | None = None) -> Requests | None:
+    """What NodeResourcesFit's *score* counts for a pod: the containers' sum from the spec and
+    overhead, as if ``spec.resources`` were unset and the status reported nothing; None when that
+    equals :func:`compute_requests`. kube-scheduler 1.37.2 builds Fit's scorer without its
+    pod-level and in-place-resize flags (``noderesources/fit.go``: ``SkipPodLevelResources`` true,
+    ``UseStatusResources`` false there), while its Filter, BalancedAllocation and NodeInfo use
+    both; matching it keeps scores equal to upstream's."""
+    return pod_requests(spec, status)[1]
+
+
+def pod_requests(spec: JSON, status: JSON | None = None) -> tuple[Requests, Requests | None]:
+    """:func:`compute_requests` and :func:`container_score_requests` in one pass, as the pod
+    projection needs both: the spec's container sum is computed once and serves both, and the
+    score's value is kept only where it differs (a running pod that was never resized counts the
+    same either way, so it carries no second vector)."""
     status = status or {}
-    if _status_counts(status):
-        total, nz_cpu, nz_mem = _status_aware_containers(spec, status)
-    else:
-        total, nz_cpu, nz_mem = _containers(spec)
+    spec_sum = _containers(spec)
+    with_status = _status_counts(status)
     pod_level = _pod_level_requests(spec)
+    score = None
+    if pod_level or with_status:
+        score = _with_overhead(spec, spec_sum[0].copy(), spec_sum[1], spec_sum[2])
+    total, nz_cpu, nz_mem = _status_aware_containers(spec, status, spec_sum) if with_status else spec_sum
     if pod_level:
         # Pod-level resources (beta and on by default since 1.34): the pod's own requests replace
         # the containers' sum for cpu, memory and hugepages, and for the non-zero values too, so an
@@ -147,7 +167,8 @@ def compute_requests(spec: JSON, status: JSON | None = None) -> Requests:
             total.memory = nz_mem = lvl.memory
         for k, v in lvl.scalar.items():
             total.scalar[k] = v
-    return _with_overhead(spec, total, nz_cpu, nz_mem)
+    counted = _with_overhead(spec, total, nz_cpu, nz_mem)
+    return counted, None if score == counted else score
 
 
 def _status_counts(status: JSON) -> bool:
@@ -202,7 +223,7 @@ def _actuated_pick(c: JSON, cs: JSON | None, infeasible: bool) -> JSON | None:
     return None if infeasible else _spec_pick(c, cs, infeasible)
 
 
-def _status_aware_containers(spec: JSON, status: JSON) -> Requests:
+def _status_aware_containers(spec: JSON, status: JSON, spec_sum: Requests) -> Requests:
     """Upstream's ``AggregateContainerRequests`` with ``UseStatusResources``: the element-wise max
     of the spec, allocated and actuated sums (allocated and actuated only when the resize is
     infeasible). The pod-level status maps, when the kubelet reports both, already hold the sums."""
@@ -218,7 +239,7 @@ def _status_aware_containers(spec: JSON, status: JSON) -> Requests:
     else:
         allocated = _containers(spec, _allocated_pick, by_name, infeasible=infeasible)
         actuated = _containers(spec, _actuated_pick, by_name, infeasible=infeasible)
-    parts = (actuated, allocated) if infeasible else (_containers(spec), actuated, allocated)
+    parts = (actuated, allocated) if infeasible else (spec_sum, actuated, allocated)
     total = Resources()
     nz_cpu = nz_mem = 0
     for r, c_cpu, c_mem in parts:
@@ -252,18 +273,6 @@ def _effective_pod_level(pod_level: JSON, status: JSON) -> tuple[Resources, set[
         lvl.set_max(Resources.from_json(supported))
         names.update(supported)
     return lvl, names
-
-
-def container_score_requests(spec: JSON, status: JSON | None = None) -> Requests | None:
-    """What NodeResourcesFit's *score* counts for a pod: the containers' sum from the spec and
-    overhead, as if ``spec.resources`` were unset and the status reported nothing; None when that
-    is :func:`compute_requests` (no pod-level requests, no status resources). kube-scheduler 1.37.2
-    builds Fit's scorer without its pod-level and in-place-resize flags (``noderesources/fit.go``:
-    ``SkipPodLevelResources`` true, ``UseStatusResources`` false there), while its Filter,
-    BalancedAllocation and NodeInfo use both; matching it keeps scores equal to upstream's."""
-    if not _pod_level_requests(spec) and not _status_counts(status or {}):
-        return None
-    return _with_overhead(spec, *_containers(spec))
 
 
 def _pod_level_requests(spec: JSON) -> dict[str, Any]:

@@ -180,6 +180,9 @@ def test_fit_score_keeps_spec_requests() -> None:
     assert score is not None
     assert score[0].milli_cpu == 1000
     assert compute_requests(spec, status)[0].milli_cpu == 3000
+    # A running pod that was never resized reports its spec back: one vector serves both.
+    settled = {"containerStatuses": [cst("c1", allocated={"cpu": "1"}, actual={"cpu": "1"})]}
+    assert container_score_requests(spec, settled) is None
 
 
 def test_pod_projection_counts_status() -> None:
