@@ -66,10 +66,17 @@ def _load(path: str) -> object:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from custom_scheduler import config
+    from custom_scheduler.config.ineffective import ineffective_fields
+    from custom_scheduler.config.loading import parse_yaml
 
     cfg = _load(args.file)
     assert isinstance(cfg, config.SchedulerConfig)
+    # The file loaded, so it reads and parses again; warnings go to stderr, stdout stays YAML.
+    for field in ineffective_fields(parse_yaml(Path(args.file).read_text(encoding="utf-8"))):
+        print(f"custom-scheduler: warning: {field}", file=sys.stderr)
     sys.stdout.write(config.render_effective(cfg))
     return 0
 

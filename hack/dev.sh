@@ -3,7 +3,7 @@
 #   hack/dev.sh test   lint (ruff, mypy), the whole test suite against a real control plane of the
 #                      newest supported Kubernetes, then the integration smoke on the oldest one
 #   hack/dev.sh demo   a local control plane, the scheduler, a sample workload and a summary
-#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries)
+#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries, kwok)
 # Idempotent: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,10 +55,20 @@ setup_controlplane() {
     log "control plane binaries: $KUBE_ASSETS"
 }
 
+setup_kwok() {
+    # kwok, the fake kubelet of tests/integration/test_kwok.py: the cache, or a build from Go
+    # modules pinned in hack/kwok/go.mod (about 2.5 minutes on 2 cores the first time); the
+    # script says what is missing when it can do neither.
+    local dir
+    dir="$(bash hack/kwok.sh)"
+    log "kwok: $dir"
+}
+
 setup() {
     ensure_apt ca-certificates openssl
     setup_python
     setup_controlplane
+    setup_kwok
 }
 
 cmd="${1:-test}"

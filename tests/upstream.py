@@ -1,24 +1,34 @@
 """The upstream kube-scheduler (the release the control plane was built from) as a test oracle.
 
 :class:`KubeScheduler` starts the real binary from ``control_plane.bin_dir`` against the test API
-server with one profile, and reads back what it decided from its own log: the per-plugin weighted
-scores it logs at verbosity 10 and the ``Successfully bound`` line. It exists because
-``bench/run.py`` still writes the 1.20 configuration (``v1beta1``, ``healthzBindAddress``,
-``--port``), which 1.37 refuses; this launcher writes the ``kubescheduler.config.k8s.io/v1`` form
-and serves nothing (``--secure-port=0``), so it needs no certificates, ports or authn set-up.
+server (:func:`default_profile_yaml`: one profile, upstream's own default plugins), and reads back
+what it decided from its own log: the per-plugin weighted scores it logs at verbosity 10 and the
+``Successfully bound`` line. It exists because ``bench/run.py`` still writes the 1.20
+configuration (``v1beta1``, ``healthzBindAddress``, ``--port``), which 1.37 refuses; this launcher
+writes the ``kubescheduler.config.k8s.io/v1`` form and serves nothing (``--secure-port=0``), so it
+needs no certificates, ports or authn set-up.
 
 Log lines (klog text format, ``pkg/scheduler/schedule_one.go`` of v1.37)::
 
     "Plugin scored node for pod" pod="ns/name" plugin="TaintToleration" node="n1" score=300
     "Successfully bound pod to node" pod="ns/name" node="n1" evaluatedNodes=5 feasibleNodes=3
 
-Only ``schedule_one.go`` is raised to verbosity 10 (``--vmodule``): at ``--v=10`` everywhere the
-binary logs every API request and response body, which costs more CPU than the test itself. The
-informers' handlers (``eventhandlers.go``) log at verbosity 3, one line per event, which tests wait
-for (:meth:`KubeScheduler.logged`) to know what is in kube-scheduler's cache::
+Only the files whose lines are read are raised (``--vmodule``): at ``--v=10`` everywhere the
+binary logs every API request and response body, which costs more CPU than the test itself. What
+is in kube-scheduler's caches, which tests wait for (:meth:`KubeScheduler.logged`), shows in:
+
+- the informers' handlers (``eventhandlers.go``, verbosity 3), one line per node or pod event::
 
     "Add event for scheduled pod" pod="ns/name"
     "Delete event for node" node="name"
+
+- the ResourceSlice tracker (``dynamic-resource-allocation/resourceslice/tracker/tracker.go``,
+  verbosity 5; DRADeviceTaintRules is GA in 1.37, so every slice goes through it) once a slice is
+  in the cache DynamicResources reads, and DynamicResources' allocated-device tracking
+  (``allocateddevices.go``, verbosity 6) once an allocated claim's devices count as in use::
+
+    "ResourceSlice synced" resourceslice="name"
+    "Observed device allocation" device="driver/pool/device" claim="ns/name"
 
 ``CS_KUBE_VMODULE`` replaces the pattern when debugging a difference, e.g.
 ``schedule_one=10,eventhandlers=5,cache=5`` to see every cache event.
@@ -31,13 +41,14 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
-from custom_scheduler.config.schema import EXTENSION_POINTS, Profile
 from custom_scheduler.devenv.controlplane import ControlPlane
+
+#: The default ``--vmodule``: the files whose lines the tests read (see the module docstring).
+VMODULE = "schedule_one=10,eventhandlers=3,tracker=5,allocateddevices=6"
 
 _SCORED = re.compile(
     r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="(?P<plugin>[^"]+)" '
@@ -65,19 +76,14 @@ class Binding:
         return {node for _, node in self.scores}
 
 
-def profile_yaml(
-    kubeconfig: Path, profile: Profile, *, not_upstream: Mapping[str, Set[str]] = MappingProxyType({})
-) -> str:
-    """A ``KubeSchedulerConfiguration`` with one profile running exactly ``profile``'s plugins (our
-    effective profile, defaults merged): every extension point lists its plugins in our order, with
-    our score weights, and ``*`` disabled there and in ``multiPoint``. So whatever a release adds to
-    its defaults (GangScheduling behind GenericWorkload,
-    placement plugins, ...) stays out unless we have it too, and the two plugin sets are equal by
-    construction as our default profile evolves. Plugin args are both sides' defaults.
-
-    ``not_upstream`` (plugin -> extension points) leaves out the points where one of our plugins
-    runs but upstream's does not implement the interface: kube-scheduler refuses such a profile
-    ("plugin X does not extend PreScorePlugin plugin"), so the caller names each known case."""
+def default_profile_yaml(kubeconfig: Path, scheduler_name: str) -> str:
+    """A ``KubeSchedulerConfiguration`` with one profile, ``scheduler_name``, running
+    kube-scheduler's *own* default plugins: no ``plugins`` section, so the binary's
+    ``getDefaultPlugins`` and the feature gates on by default in its release decide (what our
+    default profile lacks or places differently then shows as a difference, rather than being
+    configured away). Only what a comparison needs is set: every node is scored
+    (``percentageOfNodesToScore: 100``, as ours does below 100 nodes) and the client is not
+    throttled."""
     lines = [
         "apiVersion: kubescheduler.config.k8s.io/v1",
         "kind: KubeSchedulerConfiguration",
@@ -85,18 +91,9 @@ def profile_yaml(
         f"clientConnection: {{kubeconfig: {kubeconfig}, qps: 1000, burst: 1000}}",
         "percentageOfNodesToScore: 100",
         "profiles:",
-        f"- schedulerName: {profile.scheduler_name}",
-        "  plugins:",
-        "    multiPoint: {disabled: [{name: '*'}]}",
+        f"- schedulerName: {scheduler_name}",
     ]
-    for point in EXTENSION_POINTS:
-        refs = tuple(r for r in profile.enabled(point) if point not in not_upstream.get(r.name, ()))
-        if point == "score":
-            enabled = ", ".join(f"{{name: {r.name}, weight: {r.weight}}}" for r in refs)
-        else:
-            enabled = ", ".join(f"{{name: {r.name}}}" for r in refs)
-        lines.append(f"    {point}: {{disabled: [{{name: '*'}}], enabled: [{enabled}]}}")
-    return "\n".join(lines) + "\n"
+    return "".join(f"{line}\n" for line in lines)
 
 
 class KubeScheduler:
@@ -110,8 +107,8 @@ class KubeScheduler:
         self.binary = control_plane.bin_dir / "kube-scheduler"
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> KubeScheduler:
-        """Start the binary and wait until its node and pod informers listed (1.37 logs no "synced"
+    def start(self, timeout: float = 30.0, kinds: Sequence[str] = ("Node", "Pod")) -> KubeScheduler:
+        """Start the binary and wait until its informers of ``kinds`` listed (1.37 logs no "synced"
         line at ``--v=2``; the reflectors' ``Caches populated`` lines are the first sign). The
         handlers fill the cache right after: a test that needs them done waits for their lines
         (:meth:`logged`)."""
@@ -120,7 +117,7 @@ class KubeScheduler:
             f"--config={self.config}",
             "--secure-port=0",
             "--v=2",
-            "--vmodule=" + os.environ.get("CS_KUBE_VMODULE", "schedule_one=10,eventhandlers=3"),
+            "--vmodule=" + os.environ.get("CS_KUBE_VMODULE", VMODULE),
             # The batching of 1.35+ reuses a previous pod's result for an "equivalent" pod (a node hint
             # checked with Filter only, no scoring), so a pod could be placed without any score lines.
             "--feature-gates=OpportunisticBatching=false",
@@ -132,7 +129,7 @@ class KubeScheduler:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"kube-scheduler exited {self._proc.returncode}:\n{self.log_tail()}")
             text = self.log_path.read_text(errors="replace")
-            if all(f'"Caches populated" type="*v1.{kind}"' in text for kind in ("Node", "Pod")):
+            if all(f'"Caches populated" type="*v1.{kind}"' in text for kind in kinds):
                 return self
             time.sleep(0.1)
         self.stop()

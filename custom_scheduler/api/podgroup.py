@@ -103,6 +103,14 @@ class PodGroup:
     generation: int = 0
     condition: Condition | None = None
     phase: str = ""
+    disrupt_all: bool = False
+    """Native ``spec.disruptionMode.all``: the group's pods are preempted together or not at all
+    (upstream's workload-aware preemption); ``single`` or unset (and every CRD group) lets them go
+    one at a time."""
+    priority: int | None = None
+    """Native ``spec.priority`` (set by the Priority admission plugin from ``priorityClassName``):
+    the priority of the group as a preemptor and as a victim; None reads as 0, as upstream's
+    ``PodGroupPriority``. The CRD has none: its pods keep their own priorities."""
 
     @property
     def key(self) -> str:
@@ -208,14 +216,31 @@ def parse_native(doc: object) -> PodGroup | GroupError:
     cond = _initially_scheduled(obj.get("status"))
     if isinstance(cond, GroupError):
         return GroupError(what, cond.why)
+    disrupt_all = _disrupt_all(spec.get("disruptionMode"))
+    if isinstance(disrupt_all, GroupError):
+        return GroupError(what, disrupt_all.why)
+    priority = spec.get("priority")
+    if priority is not None and not (_is_int(priority) and -(2**31) <= priority <= _INT32_MAX):
+        return GroupError(what, f"spec.priority must be an int32, got {priority!r:.40}")
     return PodGroup(
         api=NATIVE,
         min_count=min_count,
         gang=is_gang,
         topology_key=topology,
         condition=cond,
+        disrupt_all=disrupt_all,
+        priority=priority,
         **base,
     )
+
+
+def _disrupt_all(mode: object) -> bool | GroupError:
+    """``spec.disruptionMode``: a union of ``single: {}`` and ``all: {}``; unset means single."""
+    if mode is None:
+        return False
+    if not isinstance(mode, Mapping) or (mode.get("all") is not None and mode.get("single") is not None):
+        return GroupError("", "spec.disruptionMode must set at most one of single, all")
+    return mode.get("all") is not None
 
 
 def _topology_key(constraints: object) -> str | GroupError | None:

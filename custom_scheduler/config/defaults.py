@@ -26,7 +26,6 @@ __all__ = [
     "DEFAULT_MULTI_POINT",
     "UPSTREAM_PLUGIN_NAMES",
     "default_profile_plugins",
-    "default_weight",
 ]
 
 #: kube-scheduler's default multiPoint list (name, score weight or None), minus the plugins this
@@ -55,6 +54,9 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     # Appended after the list by upstream (applyFeatureGates) while its gate is on: GA and locked
     # on since 1.37.
     ("NodeDeclaredFeatures", None),
+    # Appended by upstream with the GenericWorkload gate, the gate that makes a cluster serve
+    # PodGroups; here always, acting only on pods whose PodGroup API the cluster serves.
+    ("GangScheduling", None),
 )
 
 #: Every in-tree plugin name kube-scheduler's v1 config knows (defaults and non-defaults). Naming
@@ -87,10 +89,9 @@ UPSTREAM_PLUGIN_NAMES: frozenset[str] = frozenset(
         "DefaultBinder",
         "DynamicResources",
         "NodeDeclaredFeatures",
+        "GangScheduling",
     }
 )
-
-_DEFAULT_WEIGHTS: dict[str, int] = {name: w for name, w in DEFAULT_MULTI_POINT if w is not None}
 
 
 def default_profile_plugins(registry: Mapping[str, object]) -> tuple[schema.PluginRef, ...]:
@@ -106,8 +107,3 @@ def default_profile_plugins(registry: Mapping[str, object]) -> tuple[schema.Plug
     if missing:
         raise ConfigError(f"default plugins not registered: {', '.join(missing)}", "plugins.multiPoint")
     return tuple(schema.PluginRef(name, weight if weight is not None else 1) for name, weight in DEFAULT_MULTI_POINT)
-
-
-def default_weight(name: str) -> int | None:
-    """The default-profile score weight of ``name``, or None if it is not a default score plugin."""
-    return _DEFAULT_WEIGHTS.get(name)

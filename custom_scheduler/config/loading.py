@@ -25,6 +25,7 @@ import yaml
 
 from custom_scheduler.config import merging, schema, validation
 from custom_scheduler.config.decoding import Errors, Reader, index, join, type_name
+from custom_scheduler.config.extenders import parse_extenders, validate_extenders, with_ignored_resources
 from custom_scheduler.errors import ConfigError
 
 __all__ = ["from_dict", "load_config", "load_config_file", "parse_yaml"]
@@ -224,8 +225,7 @@ def from_dict(raw: object, registry: schema.PluginCatalog) -> schema.SchedulerCo
             errors.add(key, f'unsupported {key} "{got}" (expected "{want}")')
     d = schema.SchedulerConfig(profiles=())
     enable_profiling = r.boolean("enableProfiling", d.enable_profiling)
-    if r.sequence("extenders"):
-        errors.add("extenders", "extenders are not supported")
+    extenders = parse_extenders(r.sequence("extenders"), errors)
     skip: set[int] = set()
     config = schema.SchedulerConfig(
         parallelism=r.integer("parallelism", d.parallelism),
@@ -239,10 +239,12 @@ def from_dict(raw: object, registry: schema.PluginCatalog) -> schema.SchedulerCo
         # As upstream: contention profiling defaults on only when profiling is on.
         enable_contention_profiling=r.boolean("enableContentionProfiling", enable_profiling),
         delay_cache_until_active=r.boolean("delayCacheUntilActive", d.delay_cache_until_active),
-        profiles=_profiles(r.sequence("profiles"), registry, errors, skip),
+        profiles=with_ignored_resources(_profiles(r.sequence("profiles"), registry, errors, skip), extenders),
+        extenders=extenders,
     )
     r.finish(hints=_TOP_LEVEL_HINTS)
     validation.validate(config, errors, skip_plugin_checks=skip)
+    validate_extenders(config.extenders, errors)
     errors.raise_if_any()
     return config
 

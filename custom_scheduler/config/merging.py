@@ -18,8 +18,17 @@ One deliberate difference: upstream's v1 framework moves per-point overrides of 
 to the *front* of the point's list; we keep them in place, as the documented merge rule (and the
 pre-multiPoint v1beta1 behaviour) says. Only the run order of filters can differ, never the result.
 
-Score weights: an entry without a weight (or with 0) takes the weight of the plugin's multiPoint
-entry, else its default-profile weight, else 1. Weights must be 0-100.
+Score weights are upstream's (the framework's ``getValidScoreWeights``; v1 validation checks none):
+a plugin's weight is that of its entry in the profile's ``score.enabled`` if it has one, else that
+of its (merged) ``multiPoint`` entry, where the default list carries the default weights
+(``TaintToleration`` 3, ...); a weight left out or 0 is 1, never the multiPoint or default weight
+(``score: {enabled: [{name: TaintToleration}]}`` weighs 1, as in kube-scheduler). Any int32 is
+accepted, negative ones included; what is not an int32 gets the decoder's message
+(``json: cannot unmarshal number 3000000000 into Go struct field
+Plugin.profiles.plugins.score.enabled.weight of type int32``). The overflow guard runs over the
+score plugins of ``score.enabled`` then ``multiPoint`` (each once) in Go's int64 arithmetic, so it
+refuses what upstream refuses, including a later plugin after a negative running total
+(``score plugins: total score of Score plugins could overflow``).
 
 Errors (unknown plugin, a plugin at a point it does not implement, the same plugin twice in one
 ``enabled`` list, a bad weight) are recorded with the entry's path and the entry is left out.
@@ -28,17 +37,67 @@ Errors (unknown plugin, a plugin at a point it does not implement, the same plug
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from custom_scheduler.config import defaults, schema
 from custom_scheduler.config.decoding import Errors, Reader, index, join
 
-__all__ = ["MAX_WEIGHT", "effective_plugins"]
+__all__ = ["INT32_MAX", "INT32_MIN", "OVERFLOW_MESSAGE", "effective_plugins", "total_score_overflows"]
 
-#: Highest accepted score weight (kube-scheduler only requires non-negative; see PluginRef.weight).
-MAX_WEIGHT = 100
+#: A weight is a v1 ``*int32``.
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+#: ``fwk.MaxScore`` and ``fwk.MaxTotalScore`` (math.MaxInt64), the guard's two constants.
+MAX_NODE_SCORE = 100
+MAX_TOTAL_SCORE = 2**63 - 1
+OVERFLOW_MESSAGE = "score plugins: total score of Score plugins could overflow"
 MULTI_POINT = "multiPoint"
+
+
+def _int64(value: int) -> int:
+    """``value`` wrapped into Go's int64, as Go's arithmetic wraps."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def total_score_overflows(weights: Iterable[int]) -> bool:
+    """Upstream's guard, in its int64 arithmetic: ``weight x MaxScore > MaxTotalScore - total``
+    for each weight in turn. A running total below zero makes the subtraction wrap negative, so
+    any plugin after it "could overflow": upstream refuses such profiles, and so do we."""
+    total = 0
+    for weight in weights:
+        weighted = weight * MAX_NODE_SCORE  # an int32 times 100 always fits an int64
+        if weighted > _int64(MAX_TOTAL_SCORE - total):
+            return True
+        total = _int64(total + weighted)
+    return False
+
+
+def _json_kind(value: object) -> str:
+    """What Go's JSON decoder names a value it cannot put in an int32 (a number with its text)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    return "array" if isinstance(value, list) else type(value).__name__
+
+
+def _weight(r: Reader, point: str, section: str) -> int | None:
+    """An entry's ``weight``: None when unset; an int32, or the decoder's error."""
+    value = r.raw("weight")
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
+        return value
+    field = f"Plugin.profiles.plugins.{point}.{section}.weight"
+    r.errors.add(
+        r.path_of("weight"), f"json: cannot unmarshal {_json_kind(value)} into Go struct field {field} of type int32"
+    )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +151,7 @@ class _Merger:
         for i, item in enumerate(r.sequence("disabled")):
             ir = Reader(item, index(r.path_of("disabled"), i), self.errors)
             name = ir.opt_string("name")
-            ir.opt_integer("weight")  # allowed by the schema, meaningless when disabling
+            _weight(ir, point, "disabled")  # allowed by the schema (an int32), meaningless when disabling
             ir.finish()
             if not name:
                 self.errors.add(ir.path_of("name"), "required")
@@ -106,11 +165,8 @@ class _Merger:
     def decode_entry(self, raw: object, path: str, point: str) -> _Entry | None:
         r = Reader(raw, path, self.errors)
         name = r.opt_string("name")
-        weight = r.opt_integer("weight")
+        weight = _weight(r, point, "enabled")
         r.finish()
-        ok = weight is None or 0 <= weight <= MAX_WEIGHT
-        if not ok:
-            self.errors.add(r.path_of("weight"), f"must be between 0 and {MAX_WEIGHT}, got {weight}")
         if not name:
             if isinstance(raw, Mapping):
                 self.errors.add(r.path_of("name"), "required")
@@ -132,9 +188,9 @@ class _Merger:
                 f'plugin "{name}" does not implement the {point} extension point (it implements: {have})',
             )
             return None
-        # A bad weight is reported but the entry kept, so it does not also cascade into
-        # "no queueSort plugin" style errors.
-        return _Entry(name, weight if ok else None, path)
+        # A bad weight is reported (and reads as unset) but the entry kept, so it does not also
+        # cascade into "no queueSort plugin" style errors.
+        return _Entry(name, weight, path)
 
 
 def _merge(base: list[_Entry], custom: _PluginSet) -> list[_Entry]:
@@ -179,22 +235,28 @@ def effective_plugins(
                 f'default plugin "{e.name}" is not registered (disable it in multiPoint to run without it)',
             )
     multi_point = [e for e in multi_point if e.name in registry]
-    mp_weights = {e.name: e.weight for e in multi_point}
-
-    def score_weight(entry: _Entry) -> int:
-        weight = entry.weight
-        if weight is None:
-            weight = mp_weights.get(entry.name)
-        if weight is None:
-            weight = defaults.default_weight(entry.name)
-        return weight or 1
+    if total_score_overflows(_weights(m, [*sets["score"].enabled, *multi_point])):
+        errors.add(path, OVERFLOW_MESSAGE)
 
     out: dict[str, tuple[schema.PluginRef, ...]] = {}
     for point in schema.EXTENSION_POINTS:
         base = [e for e in multi_point if point in m.points_of(e.name)]
         merged = _merge(base, sets[point])
-        if point == "score":
-            out[point] = tuple(schema.PluginRef(e.name, score_weight(e)) for e in merged)
-        else:
-            out[point] = tuple(schema.PluginRef(e.name) for e in merged)
+        # An entry at the score point is the score.enabled one when there is one, else the
+        # multiPoint one: the first one upstream's weight map takes. Unset or 0 means 1.
+        weigh = point == "score"
+        out[point] = tuple(schema.PluginRef(e.name, (e.weight or 1) if weigh else 1) for e in merged)
+    return out
+
+
+def _weights(m: _Merger, entries: Iterable[_Entry]) -> list[int]:
+    """The weights upstream's guard adds up: each score plugin once, at its first entry (the
+    profile's ``score.enabled`` before ``multiPoint``), unset or 0 counted as 1."""
+    seen: set[str] = set()
+    out = []
+    for e in entries:
+        if e.name in seen or "score" not in m.points_of(e.name):
+            continue
+        seen.add(e.name)
+        out.append(e.weight or 1)
     return out

@@ -11,12 +11,20 @@ YAML's shape) or is a dataclass, whose fields are written in camelCase (``scorin
 ``scoringStrategy``), recursively; ``None`` fields are left out, enums become their values, tuples
 and sets become lists, mapping keys are kept as they are (they are data, e.g. label keys). Args of
 any other type, and ``None`` (plugins without args), produce no ``pluginConfig`` entry.
+
+:func:`configz` is the same document as kube-scheduler's ``/configz`` serves it: the versioned
+config under ``componentconfig``, as JSON, with ``kind``/``apiVersion`` in the document and in each
+plugin's args (upstream converts every args object to its v1 type, which carries both). One
+difference in shape: upstream shows each profile's plugins as merged with the defaults (the default
+``multiPoint`` list, the points as configured); here every point is expanded, as ``check-config``
+prints it, which states the same effective plugins and loads back to the same config.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +32,10 @@ import yaml
 
 from custom_scheduler.config import durations, schema
 
-__all__ = ["args_to_dict", "camel_case", "render_effective", "to_dict"]
+__all__ = ["CONFIGZ_NAME", "args_to_dict", "camel_case", "configz", "configz_json", "render_effective", "to_dict"]
+
+#: The name kube-scheduler registers its config under in ``/configz`` (``configz.New``).
+CONFIGZ_NAME = "componentconfig"
 
 
 def camel_case(snake: str) -> str:
@@ -119,11 +130,73 @@ def to_dict(config: schema.SchedulerConfig) -> dict[str, Any]:
         "podInitialBackoffSeconds": config.pod_initial_backoff_seconds,
         "podMaxBackoffSeconds": config.pod_max_backoff_seconds,
         "profiles": [_profile(p) for p in config.profiles],
-        "extenders": [],
+        "extenders": [_extender(e) for e in config.extenders],
         "delayCacheUntilActive": config.delay_cache_until_active,
     }
+
+
+def _extender(e: schema.Extender) -> dict[str, Any]:
+    """One ``extenders[]`` entry in v1's field names; verbs and TLS fields left out when empty (as
+    upstream's JSON omits them). Key material is never rendered, only whether it is set: this
+    document is printed by ``check-config`` and served on ``/configz``."""
+    out: dict[str, Any] = {"urlPrefix": e.url_prefix}
+    for key, verb in (
+        ("filterVerb", e.filter_verb),
+        ("preemptVerb", e.preempt_verb),
+        ("prioritizeVerb", e.prioritize_verb),
+    ):
+        if verb:
+            out[key] = verb
+    out["weight"] = e.weight
+    if e.bind_verb:
+        out["bindVerb"] = e.bind_verb
+    out["enableHTTPS"] = e.enable_https
+    if e.tls_config is not None:
+        t = e.tls_config
+        tls: dict[str, Any] = {"insecure": t.insecure}
+        for key, value in (
+            ("serverName", t.server_name),
+            ("certFile", t.cert_file),
+            ("keyFile", t.key_file),
+            ("caFile", t.ca_file),
+        ):
+            if value:
+                tls[key] = value
+        for key, data in (("certData", t.cert_data), ("keyData", t.key_data), ("caData", t.ca_data)):
+            if data:
+                tls[key] = "<redacted>"
+        out["tlsConfig"] = tls
+    out["httpTimeout"] = durations.format_duration(e.http_timeout)
+    out["nodeCacheCapable"] = e.node_cache_capable
+    if e.managed_resources:
+        out["managedResources"] = [
+            {"name": m.name, "ignoredByScheduler": m.ignored_by_scheduler} for m in e.managed_resources
+        ]
+    out["ignorable"] = e.ignorable
+    return out
 
 
 def render_effective(config: schema.SchedulerConfig) -> str:
     """The effective config as a YAML document (what ``custom-scheduler check-config`` prints)."""
     return yaml.safe_dump(to_dict(config), sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def configz(config: schema.SchedulerConfig) -> dict[str, Any]:
+    """The ``/configz`` document: ``{"componentconfig": <the effective config>}``, with the type
+    meta of the config and of every plugin's args (``<Plugin>Args``), as upstream's JSON has."""
+    doc = to_dict(config)
+    versioned: dict[str, Any] = {"kind": schema.KIND, "apiVersion": schema.API_VERSION}
+    versioned.update((k, v) for k, v in doc.items() if k not in versioned)
+    for omitempty in ("extenders", "delayCacheUntilActive"):  # upstream's JSON leaves them out when empty
+        if not versioned.get(omitempty):
+            versioned.pop(omitempty, None)
+    for profile in versioned["profiles"]:
+        for entry in profile["pluginConfig"]:
+            meta = {"kind": f"{entry['name']}Args", "apiVersion": schema.API_VERSION}
+            entry["args"] = {**meta, **entry["args"]}
+    return {CONFIGZ_NAME: versioned}
+
+
+def configz_json(config: schema.SchedulerConfig) -> bytes:
+    """:func:`configz` as the compact JSON body ``/configz`` answers with."""
+    return json.dumps(configz(config), separators=(",", ":"), ensure_ascii=False).encode()

@@ -7,8 +7,7 @@ names are the snake_case forms of ``KubeSchedulerConfiguration``'s camelCase YAM
 (``percentageOfNodesToScore`` → ``percentage_of_nodes_to_score``).
 
 Only :mod:`custom_scheduler.config.loading` constructs these from YAML, and only after validation,
-so holding a :class:`SchedulerConfig` means holding a valid one. The one deliberate omission is
-``extenders``: the loader accepts only an empty list, so there is nothing to keep.
+so holding a :class:`SchedulerConfig` means holding a valid one.
 """
 
 from __future__ import annotations
@@ -20,11 +19,15 @@ from typing import Any, Protocol
 
 __all__ = [
     "API_VERSION",
+    "DEFAULT_EXTENDER_TIMEOUT",
     "DEFAULT_SCHEDULER_NAME",
     "EXTENSION_POINTS",
     "KIND",
     "ClientConnectionConfig",
+    "Extender",
+    "ExtenderTLS",
     "LeaderElectionConfig",
+    "ManagedResource",
     "PluginCatalog",
     "PluginInfo",
     "PluginRef",
@@ -91,11 +94,10 @@ class PluginRef:
     name: str
     """The plugin's registry name (``NodeResourcesFit``)."""
     weight: int = 1
-    """Score weight, 1-100, applied to the plugin's normalised 0-100 score. Only the ``score``
-    point uses it; at every other point it is 1. A configured 0 or unset weight becomes the
-    plugin's multiPoint/default-profile weight, else 1 (kube-scheduler: "0 means 1"); negative
-    weights and weights above 100 are refused (kube-scheduler only refuses negative ones; the cap
-    keeps one plugin from silently drowning all others)."""
+    """Score weight (an int32, as kube-scheduler's), applied to the plugin's normalised 0-100
+    score. Only the ``score`` point uses it; at every other point it is 1. The ``score.enabled``
+    entry's weight when there is one, else the multiPoint entry's (the default list's weights for
+    default plugins); unset or 0 means 1. See :mod:`custom_scheduler.config.merging`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +178,59 @@ class ClientConnectionConfig:
     """Accepted for compatibility and ignored, like :attr:`content_type`."""
 
 
+#: Seconds an extender call may take when ``httpTimeout`` is unset or zero (upstream's
+#: ``DefaultExtenderTimeout`` in ``pkg/scheduler/extender.go``).
+DEFAULT_EXTENDER_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderTLS:
+    """``extenders[].tlsConfig``: client-go's TLS settings for one extender. The ``*_data`` fields
+    are PEM bytes (base64 in YAML, as ``[]byte`` is in JSON) and win over the ``*_file`` ones."""
+
+    insecure: bool = False
+    server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    cert_data: bytes = b""
+    key_data: bytes = b""
+    ca_data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedResource:
+    """``extenders[].managedResources[]``: an extended resource an extender manages."""
+
+    name: str
+    ignored_by_scheduler: bool = False
+    """NodeResourcesFit does not check this resource (the extender does)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Extender:
+    """``extenders[]``: an HTTP scheduler extender. An empty verb means the extender does not offer
+    that call. Shared by every profile, as upstream's are."""
+
+    url_prefix: str
+    filter_verb: str = ""
+    preempt_verb: str = ""
+    prioritize_verb: str = ""
+    weight: int = 0
+    """Multiplies the extender's 0-10 priorities (scaled to 0-100); must be > 0 with a prioritizeVerb."""
+    bind_verb: str = ""
+    enable_https: bool = False
+    tls_config: ExtenderTLS | None = None
+    http_timeout: float = DEFAULT_EXTENDER_TIMEOUT
+    """Seconds per call; an unset or zero ``httpTimeout`` is :data:`DEFAULT_EXTENDER_TIMEOUT`."""
+    node_cache_capable: bool = False
+    """Send node names only (the extender caches nodes), not the full NodeList."""
+    managed_resources: tuple[ManagedResource, ...] = ()
+    """When not empty, only pods requesting one of these resources are sent to the extender."""
+    ignorable: bool = False
+    """An error or an unreachable extender does not fail the pod's scheduling."""
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """The whole configuration (a ``KubeSchedulerConfiguration`` document), defaults filled."""
@@ -208,6 +263,8 @@ class SchedulerConfig:
     delay_cache_until_active: bool = False
     """When true, a non-leader does not start its informers until it becomes leader (less memory
     on standbys, slower failover). When false, standbys keep warm caches."""
+    extenders: tuple[Extender, ...] = ()
+    """HTTP scheduler extenders, in configured order (every profile uses them)."""
 
     def profile(self, scheduler_name: str) -> Profile | None:
         """The profile for ``scheduler_name``, or None."""

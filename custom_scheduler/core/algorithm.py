@@ -6,6 +6,8 @@ kube-scheduler's ``schedulePod``:
 - a nominated node (from an earlier preemption) is tried first and taken if it passes the filters;
 - at most ``num_feasible_nodes_to_find`` feasible nodes are searched for, starting at a rotating
   index so that successive pods look at different parts of a large cluster;
+- the configured HTTP extenders (the profile Handle's ``extenders``) filter the feasible nodes
+  after the plugins, and their priorities (x weight x 10) join the plugins' totals;
 - one feasible node is taken without scoring; otherwise the best total wins, ties broken uniformly
   at random (one draw among the tied nodes, from an injected ``random.Random`` so tests and
   simulate can seed it; kube-scheduler's reservoir sampling gives the same distribution).
@@ -21,8 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import instrument as ins
+from custom_scheduler.framework.extender import EXTENDER_NAME, ExtenderError, Extenders, extenders_of
+from custom_scheduler.framework.extender_wire import MAX_EXTENDER_PRIORITY
 from custom_scheduler.framework.runtime import Framework, ScoredNode
-from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
+from custom_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, FitError, NodeInfo, Snapshot, Status
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -70,7 +75,8 @@ class Algorithm:
         find_all: bool = False,
         detail: bool | None = None,
     ) -> ScheduleResult:
-        """Pick a node for ``pod`` or raise :class:`FitError` (or FrameworkError on plugin errors).
+        """Pick a node for ``pod`` or raise :class:`FitError` (FrameworkError/RuntimeError on plugin
+        errors, :class:`~custom_scheduler.framework.extender.ExtenderError` on a failed extender).
 
         ``find_all`` evaluates every node (explain does this to report each node's verdict).
         ``detail`` (default: ``find_all``) keeps every plugin's score per node in ``scores``;
@@ -90,13 +96,21 @@ class Algorithm:
 
         statuses: dict[str, Status] = {}
         candidates = _prefilter_candidates(fwk, state, nodes, statuses)
+        exts = extenders_of(fwk.handle)
         # A pod nominated by an earlier preemption tries that node first.
-        if pod.nominated_node_name and not find_all and _fits_nominated_node(fwk, state, pod, snap, nominated):
+        if (
+            pod.nominated_node_name
+            and not find_all
+            and _fits_nominated_node(fwk, state, pod, snap, nominated)
+            and _nominated_passes_extenders(exts, pod, snap)
+        ):
             return ScheduleResult(pod.nominated_node_name, 1, 1)
 
-        feasible, evaluated = self._find_feasible(
+        feasible, evaluated = self._filter(
             fwk, state, pod, candidates, nominated, statuses, find_all, snap if candidates is nodes else None
         )
+        if exts.has_filters and feasible:
+            feasible = _extender_filter(exts, pod, feasible, statuses)
         if not feasible:
             raise FitError(pod, len(nodes), statuses)
         if len(feasible) == 1 and not find_all:
@@ -118,14 +132,47 @@ class Algorithm:
         st = fwk.run_pre_score(state, pod, feasible)
         if not st.is_success:
             raise RuntimeError(f"running PreScore plugin {st.plugin!r}: {st.message}")
-        if not fwk.has_score_plugins:
+        exts = extenders_of(fwk.handle)
+        if not fwk.has_score_plugins and not exts:
             scored = [ScoredNode(n.name, 1) for n in feasible]
         elif detail:
-            scored = fwk.run_score(state, pod, feasible)
+            scored = (
+                fwk.run_score(state, pod, feasible) if fwk.has_score_plugins else [ScoredNode(n.name) for n in feasible]
+            )
+            _add_extender_scores(scored, exts.prioritize(pod, feasible) if exts.has_prioritizers else {})
         else:
             totals = fwk.run_score_totals(state, pod, feasible)
+            if exts.has_prioritizers:
+                by_node = exts.prioritize(pod, feasible)
+                totals = totals + np.fromiter(
+                    (sum(f for _, f in by_node.get(n.name, {}).values()) for n in feasible), np.int64, len(feasible)
+                )
             return ScheduleResult(feasible[self.select_index(totals)].name, evaluated, len(feasible), [], statuses)
         return ScheduleResult(self.select(scored), evaluated, len(feasible), scored, statuses)
+
+    def _filter(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        nominated: Mapping[str, Sequence[Pod]],
+        statuses: dict[str, Status],
+        find_all: bool,
+        snap: Snapshot | None,
+    ) -> tuple[list[NodeInfo], int]:
+        """:meth:`_find_feasible`, timed as the Filter extension point of the cycle (upstream
+        times findNodesThatPassFilters, not each node) with the evaluations it made."""
+        t = ins.now()
+        code = Code.ERROR
+        feasible: list[NodeInfo] = []
+        evaluated = 0
+        try:
+            feasible, evaluated = self._find_feasible(fwk, state, pod, nodes, nominated, statuses, find_all, snap)
+            code = Code.SUCCESS
+            return feasible, evaluated
+        finally:
+            fwk.report_filter(state, statuses.values(), evaluated, code, ins.now() - t)
 
     def _find_feasible(
         self,
@@ -143,7 +190,8 @@ class Algorithm:
             return [], 0
         pct = fwk.percentage_of_nodes_to_score
         want = n if find_all else num_feasible_nodes_to_find(n, pct if pct is not None else self.percentage)
-        if not fwk.has_score_plugins and not find_all:
+        exts = extenders_of(fwk.handle)
+        if not (fwk.has_score_plugins or exts.has_filters or exts.has_prioritizers) and not find_all:
             want = 1
         start = self.next_start % n
         if nominated:
@@ -167,7 +215,7 @@ class Algorithm:
             statuses.update(rejected)
         for s in statuses.values():
             if s.code is Code.ERROR:
-                raise RuntimeError(f"running Filter plugin {s.plugin!r}: {s.message}")
+                raise RuntimeError(f'running "{s.plugin}" filter plugin: {s.message}')  # upstream's text
         self.next_start = (start + processed) % n
         return feasible, processed
 
@@ -201,6 +249,45 @@ def _prefilter_candidates(
         if ni.name not in allowed:
             statuses[ni.name] = reason
     return [ni for ni in nodes if ni.name in allowed]
+
+
+def _extender_filter(
+    exts: Extenders, pod: Pod, feasible: list[NodeInfo], statuses: dict[str, Status]
+) -> list[NodeInfo]:
+    """The feasible nodes the extenders keep. A node an extender drops without a reason gets an
+    UnschedulableAndUnresolvable status without one: upstream leaves it absent from the node
+    statuses, which counts nothing in the FitError and makes it no preemption candidate."""
+    kept = exts.filter(pod, feasible, statuses)
+    if len(kept) != len(feasible):
+        left = {ni.name for ni in kept}
+        dropped = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (), EXTENDER_NAME)
+        for ni in feasible:
+            if ni.name not in left and ni.name not in statuses:
+                statuses[ni.name] = dropped
+    return kept
+
+
+def _nominated_passes_extenders(exts: Extenders, pod: Pod, snap: Snapshot) -> bool:
+    """The extenders' verdict on the nominated node (upstream's ``evaluateNominatedNode``); an
+    extender error only means the full search runs, as upstream logs and goes on."""
+    nom = snap.get(pod.nominated_node_name)
+    if not exts.has_filters or nom is None:
+        return True
+    try:
+        return bool(exts.filter(pod, [nom], {}))
+    except ExtenderError:
+        return False
+
+
+def _add_extender_scores(scored: list[ScoredNode], by_node: Mapping[str, Mapping[str, tuple[int, int]]]) -> None:
+    """Each extender's score in the detail, under the extender's name, as upstream's
+    ``NodePluginScores``: raw 0-10, normalised to 0-100, weighted as added to the total."""
+    for sn in scored:
+        for ext, (raw, final) in by_node.get(sn.name, {}).items():
+            sn.raw[ext] = raw
+            sn.normalized[ext] = raw * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+            sn.weighted[ext] = final
+            sn.total += final
 
 
 def _fits_nominated_node(

@@ -31,9 +31,10 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.ports import Clock, EventSink, Observer, QueuePort
+from custom_scheduler.framework.extender import EXTENDER_NAME, extenders_of
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.runtime import Framework
-from custom_scheduler.framework.types import BindOutcome, Code, CycleState, Status
+from custom_scheduler.framework.types import BindOutcome, BindResult, Code, CycleState, Status
 
 log = structlog.get_logger("custom_scheduler.scheduler")
 
@@ -43,9 +44,17 @@ class Failures:
     condition) and requeue it: to unschedulable when plugins rejected it, else to backoff. Shared
     by the scheduling and the binding cycle."""
 
-    def __init__(self, queue: QueuePort, events: EventSink | None) -> None:
+    def __init__(
+        self,
+        queue: QueuePort,
+        events: EventSink | None,
+        observer: Observer | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self.queue = queue
         self.events = events
+        self.observer = observer if observer is not None else Observer()
+        self.clock = clock
 
     def __call__(
         self,
@@ -56,9 +65,15 @@ class Failures:
         message: str,
         *,
         nominated: str | None = None,
+        started: float | None = None,
     ) -> None:
+        """``started``: when the failed attempt's cycle started; given, the attempt is counted
+        (``unschedulable`` or ``error``), as upstream's handleSchedulingFailure counts it."""
         pod = qpi.pod
         event = "pod_unschedulable" if reason == "Unschedulable" else "pod_schedule_error"
+        if started is not None:
+            result = "unschedulable" if reason == "Unschedulable" else "error"
+            self.observer.attempt(fwk.profile_name, result, self.clock() - started)
         log.info(event, pod=pod.key, reason=message)
         if reason == "Unschedulable" and qpi.unschedulable_plugins:
             self.queue.add_unschedulable_if_not_present(qpi, cycle)
@@ -88,6 +103,14 @@ class Assumed:
     node: str
     cycle: int
     started: float
+    """When the binding cycle was handed the pod (the binding latency's start)."""
+    attempt_start: float | None = None
+    """When the scheduling cycle started (the attempt latency's start); a gang member's binding
+    cycle has none and measures from :attr:`started`."""
+
+    @property
+    def since(self) -> float:
+        return self.started if self.attempt_start is None else self.attempt_start
 
 
 class Executor:
@@ -169,7 +192,9 @@ class BindingCycle:
         self.events = events
         self.fence = fence
         self.observer = observer
-        self.fail = Failures(queue, events)
+        self.fail = Failures(queue, events, observer, clock)
+        # Binding cycles started and not ended, waits included (upstream's goroutines{operation="binding"}).
+        self._in_flight: set[int] = set()
         self.executor = executor
         self.record_only = record_only
         self.confirm = confirm
@@ -177,7 +202,15 @@ class BindingCycle:
 
     def start(self, a: Assumed) -> None:
         """Hand ``a`` to the executor (the scheduling thread's last step for a pod)."""
+        self._in_flight.add(id(a))
         self.executor.submit(lambda: self._guard(a, self._run))
+
+    def in_flight(self) -> int:
+        """Binding cycles running or waiting (Permit, PreBind), for the goroutines gauge."""
+        return len(self._in_flight)
+
+    def _ended(self, a: Assumed) -> None:
+        self._in_flight.discard(id(a))
 
     def _guard(self, a: Assumed, step: Callable[[Assumed], None]) -> None:
         try:
@@ -218,14 +251,22 @@ class BindingCycle:
             return
         # Only resources this pod asks for: a node already over-committed on something else (by
         # pods bound without a scheduler) must not block pods that need none of it.
-        over = [r for r in self.cache.overcommitted(a.node) if r == "pods" or a.pod.requests.get(r) > 0]
+        # Not those an extender manages for the scheduler (``ignoredByScheduler``): nodes need not have them.
+        ignored = extenders_of(a.fwk.handle).ignored_resources
+        over = [
+            r
+            for r in self.cache.overcommitted(a.node)
+            if (r == "pods" or a.pod.requests.get(r) > 0) and r not in ignored
+        ]
         if over:
             # Another scheduler bound pods here after our decision (the watch told the cache):
             # binding now would over-commit the node. Give the room back and retry later.
             log.info("bind_aborted_overcommit", pod=a.pod.key, node=a.node, resources=over)
             a.fwk.run_unreserve(a.state, a.pod, a.node)
             self.cache.forget(a.pod.uid)
-            self.fail(a.fwk, a.qpi, a.cycle, "SchedulerError", f"node {a.node} is over-committed on {', '.join(over)}")
+            msg = f"node {a.node} is over-committed on {', '.join(over)}"
+            self.fail(a.fwk, a.qpi, a.cycle, "SchedulerError", msg, started=a.since)
+            self._ended(a)
             return
         st = a.fwk.run_pre_bind(a.state, a.pod, a.node)
         if not st.is_success:
@@ -244,10 +285,11 @@ class BindingCycle:
         if not self.fence.held:
             self._fenced(a)
             return
-        r = a.fwk.run_bind(a.state, a.pod, a.node)
+        r = self._bind(a)
         if r.is_bound:
             self.cache.finish_binding(a.pod.uid)
             self.observer.bound(a.fwk.profile_name, self.clock() - a.started, r.retries)
+            self._scheduled(a)
             if self.events is not None:
                 self.events.event(
                     a.pod,
@@ -260,6 +302,7 @@ class BindingCycle:
             a.fwk.run_post_bind(a.state, a.pod, a.node)
             log.info("pod_bound", pod=a.pod.key, node=a.node, seconds=round(self.clock() - a.started, 4))
             self.queue.done(a.pod.uid)
+            self._ended(a)
             return
         if r.outcome is BindOutcome.FENCED or not self.fence.held:
             self._fenced(a)
@@ -270,16 +313,38 @@ class BindingCycle:
             log.info("bind_abandoned", pod=a.pod.key, node=a.node, outcome=r.outcome.value, reason=r.status.message)
             self.queue.delete(a.pod)
             self.queue.done(a.pod.uid)
+            self.observer.attempt(a.fwk.profile_name, "error", self.clock() - a.since)  # upstream: a failed bind
+            self._ended(a)
             return
         self._rejected(a, r.status, "Bind")
+
+    def _bind(self, a: Assumed) -> BindResult:
+        """``bind``: an interested binder extender binds instead of the Bind plugins (once: its
+        failure is the bind's failure, never followed by a plugin's bind); else the plugins."""
+        taken, err = extenders_of(a.fwk.handle).bind(a.pod, a.node)
+        if not taken:
+            return a.fwk.run_bind(a.state, a.pod, a.node)
+        if err is None:
+            return BindResult(BindOutcome.BOUND)
+        return BindResult(BindOutcome.ERROR, Status.as_error(str(err), EXTENDER_NAME))
 
     def _recorded(self, a: Assumed) -> None:
         """Record-only mode: the decision stays in the cache as bound; nothing is written."""
         self.cache.finish_binding(a.pod.uid)
+        self._scheduled(a)
         log.info("pod_scheduled_dry_run", pod=a.pod.key, node=a.node)
         self.queue.done(a.pod.uid)
+        self._ended(a)
         if self.confirm is not None:
             self.confirm(a.pod, a.node)
+
+    def _scheduled(self, a: Assumed) -> None:
+        """The attempt succeeded (upstream counts it once bound, not when handed to binding):
+        its latency from the cycle's start, the pod's attempts and its time since the first."""
+        now = self.clock()
+        first = a.qpi.initial_attempt_timestamp
+        self.observer.attempt(a.fwk.profile_name, "scheduled", now - a.since)
+        self.observer.pod_scheduled(a.fwk.profile_name, a.qpi.attempts, None if first is None else now - first)
 
     def _undo(self, a: Assumed) -> None:
         a.fwk.run_unreserve(a.state, a.pod, a.node)
@@ -298,14 +363,18 @@ class BindingCycle:
             log.info("binding_rejected", pod=a.pod.key, node=a.node, stage=stage, plugin=st.plugin, reason=st.message)
             if st.plugin:
                 a.qpi.unschedulable_plugins = {st.plugin}
-            self.fail(a.fwk, a.qpi, a.cycle, "Unschedulable", st.message)
+            self.fail(a.fwk, a.qpi, a.cycle, "Unschedulable", st.message, started=a.since)
+            self._ended(a)
             # After the requeue, and not for the pod itself (upstream defers this move too): a
             # move request recorded first would send the rejected pod to backoff at once.
             self._room_freed(a, exclude_self=True)
             return
         self._room_freed(a, exclude_self=False)
         log.warning("bind_failed", pod=a.pod.key, node=a.node, stage=stage, reason=st.message)
-        self.fail(a.fwk, a.qpi, a.cycle, "SchedulerError", f"running {stage} plugin {st.plugin!r}: {st.message}")
+        # An extender's error is upstream's text as it is (it names the extender); a plugin's says which.
+        msg = st.message if st.plugin == EXTENDER_NAME else f"running {stage} plugin {st.plugin!r}: {st.message}"
+        self.fail(a.fwk, a.qpi, a.cycle, "SchedulerError", msg, started=a.since)
+        self._ended(a)
 
     def _fenced(self, a: Assumed) -> None:
         """Leadership is gone: undo the reservation in memory only. No event, no condition, no
@@ -313,6 +382,7 @@ class BindingCycle:
         a.fwk.run_unreserve(a.state, a.pod, a.node)
         self.cache.forget(a.pod.uid)
         self.queue.done(a.pod.uid)
+        self._ended(a)
         log.info("bind_fenced", pod=a.pod.key, node=a.node)
 
     def _crashed(self, a: Assumed) -> None:
@@ -326,3 +396,4 @@ class BindingCycle:
         self.cache.forget(a.pod.uid)
         self.queue.add_backoff(a.qpi)
         self.queue.done(a.pod.uid)
+        self._ended(a)

@@ -36,6 +36,7 @@ from custom_scheduler.core.decision import Decision
 from custom_scheduler.core.group_cycle import GroupCycle
 from custom_scheduler.core.ports import Clock, EventSink, NominatorPort, Observer, QueuePort
 from custom_scheduler.framework.evictor import Evictor, NoEvictor
+from custom_scheduler.framework.instrument import PLUGIN_METRICS_SAMPLE_PERCENT
 from custom_scheduler.framework.interface import PostFilterResult
 from custom_scheduler.framework.runtime import Framework, FrameworkError
 from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot
@@ -110,7 +111,12 @@ class SchedulingCycle:
         )
 
     def new_state(self) -> CycleState:
-        return CycleState(self.rng)
+        """A cycle's state; with metrics, one cycle in ten (drawn here) times each plugin
+        (upstream's ``SetRecordPluginMetrics(rand.Intn(100) < pluginMetricsSamplePercent)``)."""
+        state = CycleState(self.rng)
+        if self.observer.samples_plugins:
+            state.record_plugin_metrics = self.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        return state
 
     def schedule_one(self, qpi: q.QueuedPodInfo) -> Decision:
         with structlog.contextvars.bound_contextvars(
@@ -144,16 +150,17 @@ class SchedulingCycle:
             )
         except FitError as fit:
             post = self._post_filter(fwk, state, pod, fit)
+            self.observer.algorithm(self.clock() - start)  # upstream's schedulingAlgorithm includes PostFilter
             msg = str(fit)
             qpi.unschedulable_plugins = fit.rejecting_plugins
             nominated = post.nominated_node_name if post is not None and post.status.is_success else None
-            self.fail(fwk, qpi, cycle, "Unschedulable", msg, nominated=nominated)
-            self.observer.attempt(fwk.profile_name, "unschedulable", self.clock() - start)
+            self.fail(fwk, qpi, cycle, "Unschedulable", msg, nominated=nominated, started=start)
             return Decision(pod.key, "unschedulable", message=msg, post_filter=post, uid=pod.uid)
         except (FrameworkError, RuntimeError) as e:
-            self.fail(fwk, qpi, cycle, "SchedulerError", str(e))
-            self.observer.attempt(fwk.profile_name, "error", self.clock() - start)
+            self.observer.algorithm(self.clock() - start)
+            self.fail(fwk, qpi, cycle, "SchedulerError", str(e), started=start)
             return Decision(pod.key, "error", message=str(e), uid=pod.uid)
+        self.observer.algorithm(self.clock() - start)
 
         d = self.assume_and_reserve(fwk, state, qpi, result.node, cycle, start)
         d.schedule = result
@@ -178,11 +185,10 @@ class SchedulingCycle:
             if rejected and st.plugin:
                 qpi.unschedulable_plugins = {st.plugin}
             msg = st.message or "reserve/permit rejected the pod"
-            self.fail(fwk, qpi, cycle, "Unschedulable" if rejected else "SchedulerError", msg)
-            self.observer.attempt(fwk.profile_name, "unschedulable" if rejected else "error", self.clock() - start)
+            self.fail(fwk, qpi, cycle, "Unschedulable" if rejected else "SchedulerError", msg, started=start)
             return Decision(pod.key, "unschedulable" if rejected else "error", node, msg, uid=pod.uid)
-        self.observer.attempt(fwk.profile_name, "scheduled", self.clock() - start)
-        self.binding.start(Assumed(fwk, state, qpi, assumed, node, cycle, self.clock()))
+        # The attempt is counted as scheduled by the binding cycle, once bound (as upstream).
+        self.binding.start(Assumed(fwk, state, qpi, assumed, node, cycle, self.clock(), attempt_start=start))
         return Decision(pod.key, "waiting" if st.code is Code.WAIT else "scheduled", node, uid=pod.uid)
 
     def _post_filter(self, fwk: Framework, state: CycleState, pod: Pod, fit: FitError) -> PostFilterResult | None:

@@ -125,7 +125,7 @@ class GroupCycle:
         self.cache.update_snapshot(self.snapshot)
         trial, verdict, key = self._place(a)
         if verdict.code is Code.UNSCHEDULABLE and members and trial.fits and not key:
-            plan = self._preempt_for_group(a, trial)
+            plan = None if self._ongoing_preemption(a) else self._preempt_for_group(a, trial)
             if plan is not None:
                 return self._preempting(a, trial, plan)
         if verdict.code is Code.UNSCHEDULABLE or not members:
@@ -338,13 +338,33 @@ class GroupCycle:
         return free
 
     # -- preemption -----------------------------------------------------------------------------
+    def _ongoing_preemption(self, a: _Attempt) -> bool:
+        """The group already preempted and its victims are not gone yet (upstream's
+        ``isOngoingPreemption``): a member's evictions are still being sent, or a member's
+        nominated node still holds a lower-priority pod terminating by preemption. Preempting
+        again now would take more victims than the group needs (those of the first round are
+        still on the nodes)."""
+        for node, pods in self.nominator.by_node().items():
+            mates = [p for p in pods if a.gang.group_of(p) == a.group]
+            if not mates:
+                continue
+            if any(self.evictor.running(p.uid) for p in mates):
+                return True
+            info = self.snapshot.get(node)
+            lowest = min(p.priority for p in mates)
+            if info is not None and any(
+                v.deleting and v.disruption_target and v.priority < lowest for v in info.pods.values()
+            ):
+                return True
+        return False
+
     def _preempt_for_group(self, a: _Attempt, trial: _Trial) -> Plan | None:
         """Gang-aware preemption: would the *whole* gang fit if PostFilter's victims were gone?
 
         With the members that fit still assumed, every other member in turn asks PostFilter for
-        a node and victims; the victims, widened to their whole gangs (``gang.group_mates``:
-        evicting part of a running gang would leave it broken), are held out of the cache and the
-        member is assumed on that node, so later members see both. Only when the gang is then
+        a node and victims (pods, and whole PodGroups with ``disruptionMode: all``: 1.37's
+        workload-aware preemption), which are held out of the cache, and the member is assumed on
+        that node, so later members see both. Only when the gang is then
         feasible is the plan returned (member, node, victims); either way every assumption made
         here is undone and the held pods are put back: the caller evicts and nominates.
         """
@@ -379,7 +399,7 @@ class GroupCycle:
         self, a: _Attempt, qpi: QueuedPodInfo, extra: _Trial
     ) -> tuple[QueuedPodInfo, str, tuple[Pod, ...]] | None:
         """Place one member for :meth:`_preempt_for_group`: where it fits, or where PostFilter
-        would make room (its victims, widened to their gangs, held out of the cache). The member
+        would make room (its victims held out of the cache). The member
         stays assumed on ``extra``; None when it fits nowhere even so."""
         fwk, pod = a.fwk, qpi.pod
         state = self.new_state()
@@ -392,12 +412,8 @@ class GroupCycle:
             if not (post.status.is_success and post.nominated_node_name):
                 return None
             node = post.nominated_node_name
-            wider: dict[str, Pod] = {}
-            for v in post.victims:
-                wider[v.uid] = v
-                for mate in a.gang.group_mates(v):
-                    wider.setdefault(mate.uid, mate)
-            victims = tuple(self.cache.hold_out(wider.values()))
+            # A victim PodGroup with disruptionMode all is already whole in PostFilter's result.
+            victims = tuple(self.cache.hold_out(post.victims))
             self.cache.update_snapshot(self.snapshot)
         except (FrameworkError, RuntimeError):
             # A plugin failed on this member: no plan can be trusted, so the group preempts

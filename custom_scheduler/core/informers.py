@@ -25,6 +25,7 @@ everything (an informer kept only as a lister).
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 from collections import OrderedDict
@@ -364,11 +365,23 @@ class OptionalApiInformer(Informer[Any]):
     CRD is not installed, ``scheduling.k8s.io/v1beta1`` on a server before 1.37 or without the
     ``GenericWorkload`` gate. Until a probe LIST succeeds it counts as synced (empty is then the
     truth, and the daemon must not wait for an optional API), logs the absence once, and probes
-    again every ``retry`` seconds, quietly; once the API answers, the reflector starts as usual.
+    again every ``retry`` seconds, quietly, or at once when :meth:`nudge`d (a pod names a
+    PodGroup of this API); ``on_absent`` / ``on_served`` report each answer. Once the API answers,
+    the reflector starts as usual.
     """
 
-    def __init__(self, *args: Any, retry: float = 30.0, **kw: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        retry: float = 30.0,
+        on_served: Callable[[], None] | None = None,
+        on_absent: Callable[[], None] | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(*args, **kw)
+        self._on_served = on_served
+        self._on_absent = on_absent
+        self._nudged = threading.Event()
         self._client = args[0]
         self._path = args[1]
         self._retry = retry
@@ -385,7 +398,16 @@ class OptionalApiInformer(Informer[Any]):
 
     def stop(self) -> None:
         self._halt.set()
+        self._nudged.set()
         super().stop()
+
+    def nudge(self) -> None:
+        """Probe now instead of at the next retry (a pod names a PodGroup of this API)."""
+        self._nudged.set()
+
+    def _pause(self, seconds: float) -> None:
+        self._nudged.wait(seconds)
+        self._nudged.clear()
 
     def _probe_loop(self) -> None:
         logged = False
@@ -401,15 +423,19 @@ class OptionalApiInformer(Informer[Any]):
                         log.info("optional_api_absent", informer=self.name, path=self._path, status=e.status)
                         logged = True
                     self._ready.set()
-                self._halt.wait(self._retry)
+                    if self._on_absent is not None:
+                        self._on_absent()
+                self._pause(self._retry)
                 continue
             except kerrors.KubeError as e:
                 log.warning("optional_api_probe_failed", informer=self.name, error=str(e)[:200])
-                self._halt.wait(min(self._retry, 5.0))
+                self._pause(min(self._retry, 5.0))
                 continue
             if self.absent:
                 log.info("optional_api_appeared", informer=self.name, path=self._path)
             self.absent = False
+            if self._on_served is not None:
+                self._on_served()
             self.reflector.start()
             while not self._halt.is_set() and not self.reflector.synced.wait(1.0):
                 pass
@@ -436,18 +462,22 @@ def gang_informers(
     ``podgroups.scheduling.x-k8s.io``, for logs and metrics)."""
     out: list[Informer[Any]] = []
     for _kind, path, project in GANG_RESOURCES:
-        name = "podgroups" if path == gang.NATIVE_PATH else "podgroups.scheduling.x-k8s.io"
-        out.append(
-            OptionalApiInformer(
-                client,
-                path,
-                project,
-                lambda g: f"{g.namespace}/{g.name}",
-                store_sink(store.put, store.delete),
-                name=name,
-                retry=retry,
-                **common,
-                **kw(name),
-            )
+        native = path == gang.NATIVE_PATH
+        name = "podgroups" if native else "podgroups.scheduling.x-k8s.io"
+        api: gang.Api = gang.NATIVE if native else gang.CRD
+        informer = OptionalApiInformer(
+            client,
+            path,
+            project,
+            lambda g: f"{g.namespace}/{g.name}",
+            store_sink(store.put, store.delete),
+            name=name,
+            retry=retry,
+            on_served=functools.partial(store.api_served, api),
+            on_absent=functools.partial(store.api_absent, api),
+            **common,
+            **kw(name),
         )
+        store.probe_with(api, informer.nudge)
+        out.append(informer)
     return out

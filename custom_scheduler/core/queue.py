@@ -554,6 +554,21 @@ class SchedulingQueue:
         with self._lock:
             return self._active.in_flight_count()
 
+    def unschedulable_reasons(self) -> dict[tuple[str, str], int]:
+        """Queued pods (any sub-queue, gated ones included; not in flight) by (plugin, profile)
+        for each plugin that rejected their last attempt or gates them: the
+        ``scheduler_unschedulable_pods{plugin,profile}`` gauge. Upstream keeps it with an
+        increment when a rejected pod is queued and a decrement when it is popped or deleted,
+        which is this count; counted here per scrape, so no queue operation pays for it."""
+        counts: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for sub in (self._active, self._backoff, self._unschedulable):
+                for qpi in sub:
+                    for plugin in qpi.unschedulable_plugins:
+                        key = (plugin, qpi.pod.scheduler_name)
+                        counts[key] = counts.get(key, 0) + 1
+        return counts
+
     def incoming_counts(self) -> dict[tuple[str, str], int]:
         """Pods that entered each sub-queue, by (queue, event), since construction (each sub-queue
         counts its own, as upstream's sub-queues record ``scheduler_queue_incoming_pods_total``)."""

@@ -44,6 +44,8 @@ log = structlog.get_logger("custom_scheduler.api.podgroup")
 POD_GROUP_ADD = "PodGroupAdd"
 POD_GROUP_UPDATE = "PodGroupUpdate"
 POD_GROUP_MEMBER_ADD = "PodGroupMemberAdd"
+#: A PodGroup API was found not served: its members held while it was checked go alone.
+POD_GROUP_API_ABSENT = "PodGroupApiAbsent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +57,9 @@ class GangChange:
     key: str
 
     def matches(self, pod: Pod) -> bool:
-        """Whether ``pod`` is a member of the changed group (the queue's pre-check)."""
-        return gang.group_of(pod) == self.key and gang.api_of(pod) == self.api
+        """Whether ``pod`` is a member of the changed group (every group of ``api`` when ``key``
+        is empty) (the queue's pre-check)."""
+        return gang.api_of(pod) == self.api and (not self.key or gang.group_of(pod) == self.key)
 
 
 Listener = Callable[[GangChange], None]
@@ -75,8 +78,15 @@ def requeue_event(old: PodGroup | None, new: PodGroup) -> str | None:
 class GangStore:
     """Thread-safe PodGroup listers and the group → members index; see the module docstring."""
 
-    def __init__(self, is_placed: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, is_placed: Callable[[str], bool] | None = None, *, served: Iterable[Api] | None = None) -> None:
         self._lock = threading.RLock()
+        # The PodGroup APIs the API server serves (the daemon's informers report them as they
+        # answer); None: all of them (offline tools and tests fill the store themselves).
+        self._served: set[Api] | None = None if served is None else set(served)
+        # APIs not known to be served that a member names: held (members wait) until a probe
+        # answers; and the informers' callbacks that start such a probe now.
+        self._checking: set[Api] = set()
+        self._probes: dict[Api, Callable[[], None]] = {}
         self._groups: dict[tuple[Api, str], PodGroup] = {}
         self._members: dict[tuple[Api, str], dict[str, Pod]] = {}
         self._is_placed: Callable[[str], bool] = is_placed or (lambda uid: False)
@@ -106,10 +116,52 @@ class GangStore:
         for g in groups:
             self.put(g)
 
+    def probe_with(self, api: Api, probe: Callable[[], None]) -> None:
+        """How to ask now whether ``api`` is served (the optional informer's ``nudge``)."""
+        self._probes[api] = probe
+
+    def api_served(self, api: Api) -> None:
+        """The informer of ``api`` got an answer: its PodGroups (and members) count from now on."""
+        with self._lock:
+            self._checking.discard(api)
+            if self._served is not None:
+                self._served.add(api)
+
+    def api_absent(self, api: Api) -> None:
+        """A probe found ``api`` not served: members held while it was checked may go alone."""
+        with self._lock:
+            was_checking = api in self._checking
+            self._checking.discard(api)
+            if self._served is not None:
+                self._served.discard(api)
+        if was_checking:
+            self._notify(GangChange(POD_GROUP_API_ABSENT, api, ""))
+
+    def serves(self, api: Api | None) -> bool:
+        """Whether PodGroups of ``api`` count in this cluster. GangScheduling is in the default
+        profile as upstream's is when the ``GenericWorkload`` gate is on, so a pod that only carries
+        the scheduler-plugins label, in a cluster without that CRD, must schedule as any pod. An
+        API not known to be served that a member names is checked at once (the CRD may just have
+        been installed) and counts as served until the answer, so no member of a real gang is
+        placed alone in the meantime."""
+        if api is None:
+            return False
+        with self._lock:
+            return self._served is None or api in self._served or api in self._checking
+
+    def _check(self, api: Api) -> None:
+        """A member names ``api``, which is not known to be served: probe it now (once at a time)."""
+        with self._lock:
+            if self._served is None or api in self._served or api in self._checking or api not in self._probes:
+                return
+            self._checking.add(api)
+        self._probes[api]()
+
     # -- feeding: members -------------------------------------------------------------------------
     def member_added(self, pod: Pod) -> None:
         if (k := _member_key(pod)) is None:
             return
+        self._check(k[0])
         with self._lock:
             members = self._members.setdefault(k, {})
             members[pod.uid] = pod

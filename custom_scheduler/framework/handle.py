@@ -16,6 +16,7 @@ from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
 from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
+from custom_scheduler.framework.extender import NO_EXTENDERS, Extenders
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
@@ -45,6 +46,7 @@ class SnapshotHandle:
         event_sink: Callable[..., None] | None = None,
         activator: Callable[[Sequence[Pod]], object] | None = None,
         fence: Fence | None = None,
+        extenders: Extenders | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._profile = profile_name
@@ -63,6 +65,8 @@ class SnapshotHandle:
         self.activator: Callable[[Sequence[Pod]], object] = activator or (lambda pods: None)
         # Never revoked unless the composition root hands in the elector's (App does).
         self.fence: Fence = fence if fence is not None else Fence()
+        # The configured HTTP extenders (shared by every profile's handle).
+        self._extenders = extenders if extenders is not None else NO_EXTENDERS
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self.snapshot.node_list
@@ -101,6 +105,10 @@ class SnapshotHandle:
     @property
     def gangs(self) -> GangStore:
         return self._gangs
+
+    @property
+    def extenders(self) -> Extenders:
+        return self._extenders
 
     def pdbs(self) -> Sequence[PodDisruptionBudget]:
         return self.pdb_lister()

@@ -169,11 +169,6 @@ class PodGroupPlugin(Plugin, Protocol):
         still come: commit and wait at Permit) or UNSCHEDULABLE (cannot be: revert all)."""
         ...
 
-    def group_mates(self, pod: Pod) -> Sequence[Pod]:
-        """The bound members of ``pod``'s gang that must go with it when it is preempted (its
-        disruption mode), ``pod`` excluded; empty for a pod of no gang."""
-        ...
-
     def topology_key(self, group: str) -> str | None:
         """A node label the whole gang must share one value of (zone, rack), or None."""
         ...

@@ -102,8 +102,9 @@ def _filter_rows(
 ) -> tuple[list[NodeInfo], list[int], int] | None:
     """The per-node filters over the rows a mask let through, in order, until ``want`` pass:
     (feasible nodes, their rows, the row where ``want`` was reached or -1). None when a plugin
-    raised."""
-    success = Code.SUCCESS
+    raised or answered ERROR, which must fail the attempt (upstream aborts the search on it)
+    rather than count as one more rejected node."""
+    success, error = Code.SUCCESS, Code.ERROR
     fns = [p.filter for p in plugins]
     feasible: list[NodeInfo] = []
     kept: list[int] = []
@@ -111,7 +112,10 @@ def _filter_rows(
         ni = node_list[i]
         try:
             for fn in fns:  # a plain loop, not any(): this runs per node on the hot path
-                if fn(state, pod, ni).code is not success:
+                code = fn(state, pod, ni).code
+                if code is not success:
+                    if code is error:
+                        return None  # as for a raise: the per-node loop reports it
                     break
             else:
                 feasible.append(ni)

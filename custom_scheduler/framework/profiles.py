@@ -16,9 +16,11 @@ from custom_scheduler.config.schema import Profile
 from custom_scheduler.framework import loadmetrics
 from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
+from custom_scheduler.framework.extender import Extenders
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.instrument import NO_RECORDER, Recorder
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
@@ -44,6 +46,8 @@ def build_frameworks(
     activator: Callable[[Sequence[Pod]], object] | None = None,
     fence: Fence | None = None,
     permit_clock: Callable[[], float] | None = None,
+    extenders: Extenders | None = None,
+    recorder: Recorder = NO_RECORDER,
 ) -> dict[str, Framework]:
     """One Framework per profile, each with a complete Handle over ``snapshot`` and the shared
     stores (the only place frameworks are composed: the daemon, explain and simulate call it)."""
@@ -67,6 +71,7 @@ def build_frameworks(
             event_sink=event_sink,
             activator=activator,
             fence=fence,
+            extenders=extenders,
         )
         fwk = Framework(
             prof.scheduler_name,
@@ -77,6 +82,8 @@ def build_frameworks(
             percentage_of_nodes_to_score=prof.percentage_of_nodes_to_score,
             # Offline (simulate): Permit waits expire on the driver's virtual clock, no timer thread.
             waiting=None if permit_clock is None else WaitingPodMap(permit_clock, timer_thread=False),
+            # The daemon's metrics (extension points, sampled plugin timings, evaluations).
+            recorder=recorder,
         )
         handle.framework = fwk
         out[prof.scheduler_name] = fwk

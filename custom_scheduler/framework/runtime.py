@@ -9,11 +9,9 @@ the daemon, ``explain`` and ``simulate`` all drive the same Framework.
 from __future__ import annotations
 
 import functools
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,88 +19,29 @@ import structlog
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.config.schema import PluginRef
-from custom_scheduler.framework import arrays, masked_filter
+from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework import interface as fi
+from custom_scheduler.framework import masked_filter, prebind, scoring
 from custom_scheduler.framework.registry import Registry
+from custom_scheduler.framework.scoring import FrameworkError, ScoredNode
 from custom_scheduler.framework.types import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
     SUCCESS,
     BindOutcome,
     BindResult,
     Code,
     CycleState,
     NodeInfo,
-    NodeScore,
     Snapshot,
     Status,
 )
 from custom_scheduler.framework.waiting import WaitingPodMap
 
+# Re-exported: the scheduling algorithm and the tools read these as ``runtime.X``.
+__all__ = ["Framework", "FrameworkError", "ScoredNode"]
+
 log = structlog.get_logger("custom_scheduler.framework.runtime")
 
-Scores = list[int] | npt.NDArray[np.int64]
-"""One plugin's scores, node-aligned: batch scorers over snapshot columns return int64 arrays."""
-
-
-def _all_of(pending: Sequence[tuple[str, Future[Status]]]) -> Future[Status]:
-    """One Future for several waits: the first failure, or SUCCESS once all succeeded."""
-    out: Future[Status] = Future()
-    left = [len(pending)]
-    lock = threading.Lock()
-
-    def done(name: str, f: Future[Status]) -> None:
-        st = f.result()
-        with lock:
-            left[0] -= 1
-            finished = out.done()
-            if not finished and (not st.is_success or left[0] == 0):
-                out.set_result(st.with_plugin(name) if not st.is_success else SUCCESS)
-
-    for name, f in pending:
-        f.add_done_callback(lambda f, name=name: done(name, f))  # type: ignore[misc]
-    return out
-
-
-def _ints(scores: Scores) -> list[int]:
-    return scores.tolist() if isinstance(scores, np.ndarray) else scores
-
-
-@dataclass(slots=True)
-class ScoredNode:
-    """A feasible node's total and the per-plugin detail (raw, normalised, weighted) for explain."""
-
-    name: str
-    total: int = 0
-    raw: dict[str, int] = field(default_factory=dict)
-    normalized: dict[str, int] = field(default_factory=dict)
-    weighted: dict[str, int] = field(default_factory=dict)
-
-
-class FrameworkError(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _Scorer:
-    """One score plugin, its weight and the fast paths it declares, resolved when the framework is
-    built so the scoring loop makes no capability checks."""
-
-    plugin: fi.ScorePlugin
-    weight: int
-    batch: fi.BatchScorePlugin | None
-    normalize: fi.ScoreExtensions | None
-    normalize_batch: fi.BatchNormalizePlugin | None
-
-    @classmethod
-    def of(cls, p: fi.ScorePlugin, weight: int) -> _Scorer:
-        return cls(
-            p,
-            weight,
-            p if isinstance(p, fi.BatchScorePlugin) else None,
-            p if isinstance(p, fi.ScoreExtensions) else None,
-            p if isinstance(p, fi.BatchNormalizePlugin) else None,
-        )
+_T = TypeVar("_T")
 
 
 class Framework:
@@ -118,8 +57,11 @@ class Framework:
         *,
         percentage_of_nodes_to_score: int | None = None,
         waiting: WaitingPodMap | None = None,
+        recorder: ins.Recorder = ins.NO_RECORDER,
     ) -> None:
         self.profile_name = profile_name
+        #: Where extension point and plugin timings and plugin evaluations go (the daemon's metrics).
+        self.recorder = recorder
         if waiting is not None:  # else the default below: real clock, one timer thread
             self.waiting = waiting
         self.handle = handle
@@ -153,14 +95,14 @@ class Framework:
         self.post_filter: list[fi.PostFilterPlugin] = point("postFilter", fi.PostFilterPlugin)
         self.pre_score: list[fi.PreScorePlugin] = point("preScore", fi.PreScorePlugin)
         self.score: list[tuple[fi.ScorePlugin, int]] = [
-            (inst(r.name), max(1, r.weight)) for r in plugins.get("score", ())
+            (inst(r.name), r.weight or 1)
+            for r in plugins.get("score", ())  # any int32; 0 means 1, as upstream
         ]
         for p, _ in self.score:
             if not isinstance(p, fi.ScorePlugin):
                 raise FrameworkError(f"plugin {p.name!r} does not implement score")
         # The declared fast paths (interface.py, "declared fast paths"), resolved once here.
-        self._scorers: list[_Scorer] = [_Scorer.of(p, w) for p, w in self.score]
-        self._any_batch_scorer = any(s.batch is not None for s in self._scorers)
+        self._scorers = [scoring.Scorer.of(p, w) for p, w in self.score]
         self.reserve: list[fi.ReservePlugin] = point("reserve", fi.ReservePlugin)
         self.permit: list[fi.PermitPlugin] = point("permit", fi.PermitPlugin)
         self.pre_bind: list[fi.PreBindPlugin] = point("preBind", fi.PreBindPlugin)
@@ -212,7 +154,7 @@ class Framework:
             names = " ".join(state.narrowed_by)
             return Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{names}] simultaneously").with_plugin(name)
 
-        return self._run_pre(self.pre_filter, "pre_filter", state.skip_filter, state, pod, nodes, after=note)
+        return self._run_pre(self.pre_filter, ins.PRE_FILTER, state.skip_filter, state, pod, nodes, after=note)
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         skip = state.skip_filter
@@ -255,14 +197,35 @@ class Framework:
         back as :class:`~custom_scheduler.framework.arrays.NodeRows` for the batch scorers; when
         nothing is feasible, the per-node loop runs to produce every rejection reason.
         """
+        timer = ins.FilterTimer() if state.record_plugin_metrics else None
+        try:
+            return self._filter_pass(state, pod, nodes, start, want, snap, need_statuses, timer)
+        finally:
+            if timer is not None:
+                timer.report(self.recorder)
+
+    def _filter_pass(
+        self,
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        start: int,
+        want: int,
+        snap: Snapshot | None,
+        need_statuses: bool,
+        timer: ins.FilterTimer | None,
+    ) -> tuple[list[NodeInfo], dict[str, Status], int]:
+        """:meth:`filter_many`'s pass; with ``timer`` (a sampled cycle) every plugin is timed."""
+        filters = self.filter if timer is None else timer.wrap(self.filter)
         if snap is not None and not need_statuses and snap.arrays is not None:
             if len(nodes) != len(snap.node_list):
                 raise ValueError(f"filter_many: {len(nodes)} nodes given with a snapshot of {len(snap.node_list)}")
-            got = masked_filter.filter_masked(self.filter, self._filter_masks, state, pod, snap, start, want)
+            masks = self._filter_masks if timer is None else timer.wrap_masks(self._filter_masks)
+            got = masked_filter.filter_masked(filters, masks, state, pod, snap, start, want)
             if got is not None:
                 return got
         skip = state.skip_filter
-        fns = [(p.name, p.filter) for p in self.filter if p.name not in skip]
+        fns = [(p.name, p.filter) for p in filters if p.name not in skip]
         success = Code.SUCCESS
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
@@ -281,9 +244,25 @@ class Framework:
                     feasible.append(ni)
                     if len(feasible) >= want:
                         break
+                    continue
+                if st.code is Code.ERROR:
+                    break  # upstream cancels the search: the attempt fails with this error
             except Exception as e:
                 statuses[ni.name] = Status.from_exception(e, name)
+                break
         return feasible, statuses, processed
+
+    def report_filter(
+        self, state: CycleState, rejected: Iterable[Status], processed: int, code: Code, seconds: float
+    ) -> None:
+        """One cycle's Filter extension point, timed by the caller around the whole search for
+        feasible nodes (as upstream's findNodesThatPassFilters times it, not per node); each
+        active filter counts the nodes it was asked about, derived from the ``rejected``
+        statuses of the ``processed`` nodes (:func:`~custom_scheduler.framework.instrument.filter_evaluations`)."""
+        rec = self.recorder
+        rec.extension_point(ins.FILTER, code, self.profile_name, seconds)
+        names = [p.name for p in self.filter if p.name not in state.skip_filter]
+        rec.evaluations(ins.FILTER, self.profile_name, ins.filter_evaluations(names, rejected, processed))
 
     def run_filter_with_nominated(
         self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod]
@@ -330,24 +309,38 @@ class Framework:
         return SUCCESS
 
     def run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> fi.PostFilterResult:
+        """PostFilter plugins in order until one succeeds or errs (preemption); timed."""
+        t = ins.now()
+        r = fi.PostFilterResult(Status.unschedulable())
+        try:
+            r = self._run_post_filter(state, pod, statuses)
+            return r
+        finally:
+            self.recorder.extension_point(ins.POST_FILTER, r.status.code, self.profile_name, ins.now() - t)
+
+    def _run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> fi.PostFilterResult:
         last = fi.PostFilterResult(Status.unschedulable())
+        timed = state.record_plugin_metrics
         for p in self.post_filter:
+            t = ins.now() if timed else 0.0
             try:
                 r = p.post_filter(state, pod, statuses)
             except Exception as e:
-                return fi.PostFilterResult(Status.from_exception(e, p.name))
+                r = fi.PostFilterResult(Status.from_exception(e, p.name))
+            if timed:
+                self.recorder.plugin_duration(p.name, ins.POST_FILTER, r.status.code, ins.now() - t)
             if r.status.is_success or r.status.code is Code.ERROR:
                 return r
             last = r
         return last
 
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        return self._run_pre(self.pre_score, "pre_score", state.skip_score, state, pod, nodes)
+        return self._run_pre(self.pre_score, ins.PRE_SCORE, state.skip_score, state, pod, nodes)
 
-    @staticmethod
     def _run_pre(
+        self,
         plugins: Sequence[Any],
-        method: str,
+        point: str,
         skipped: set[str],
         state: CycleState,
         pod: Pod,
@@ -357,130 +350,121 @@ class Framework:
         """PreFilter and PreScore: in order, stop at the first non-success (exceptions become
         ERROR statuses stamped with the plugin's name); a plugin answering SKIP goes into
         ``skipped`` (``state.skip_filter``/``skip_score``), so Filter or Score passes it by.
-        ``after(plugin, restrictions before it)`` checks each successful plugin's effect."""
+        ``after(plugin, restrictions before it)`` checks each successful plugin's effect.
+        Timed as the extension point ``point``; each plugin that did not skip counts one
+        evaluation, and in a sampled cycle each plugin is timed."""
+        rec = self.recorder
+        t = ins.now()
+        asked: list[tuple[str, int]] = []
+        st = SUCCESS
+        try:
+            st = self._run_pre_plugins(plugins, point, skipped, state, pod, nodes, after, asked)
+            return st
+        finally:
+            rec.extension_point(point, st.code, self.profile_name, ins.now() - t)
+            rec.evaluations(point, self.profile_name, asked)
+
+    def _run_pre_plugins(
+        self,
+        plugins: Sequence[Any],
+        point: str,
+        skipped: set[str],
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        after: Callable[[str, int], Status] | None,
+        asked: list[tuple[str, int]],
+    ) -> Status:
+        method = "pre_filter" if point == ins.PRE_FILTER else "pre_score"
+        timed = state.record_plugin_metrics
         for p in plugins:
             before = state.restrictions
+            t = ins.now() if timed else 0.0
             try:
                 st: Status = getattr(p, method)(state, pod, nodes)
             except Exception as e:
-                return Status.from_exception(e, p.name)
+                st = Status.from_exception(e, p.name)
+            if timed:
+                self.recorder.plugin_duration(p.name, point, st.code, ins.now() - t)
             if st.is_skip:
                 skipped.add(p.name)
                 continue
+            asked.append((p.name, 1))
             if not st.is_success:
                 return st.with_plugin(p.name)
             if after is not None and not (st := after(p.name, before)).is_success:
                 return st
         return SUCCESS
 
-    def _plugin_scores(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> Iterator[tuple[str, int, Scores, Scores]]:
-        """Per active score plugin: (name, weight, raw scores, normalised scores), node-aligned.
-
-        A plugin that declares :class:`~custom_scheduler.framework.interface.BatchScorePlugin` is
-        called once for all nodes; otherwise ``score`` runs per node. Batch scorers get the nodes
-        as :class:`~custom_scheduler.framework.arrays.NodeRows` when they are rows of the current
-        snapshot (already so when the vectorised filter found them; else looked up here, once for
-        all plugins). Likewise a :class:`~custom_scheduler.framework.interface.BatchNormalizePlugin`
-        normalises plain ints; NodeScore objects are built only for plugins that normalise without.
-        """
-        if self._any_batch_scorer and not isinstance(nodes, arrays.NodeRows):
-            with_rows = arrays.rows_for(self.handle.current_snapshot(), nodes)
-            if with_rows is not None:
-                nodes = with_rows
-        for sc in self._scorers:
-            p = sc.plugin
-            if p.name in state.skip_score:
-                continue
-            raw: Scores
-            try:
-                if sc.batch is not None:
-                    got = sc.batch.score_batch(state, pod, nodes)
-                    raw = got if isinstance(got, np.ndarray | list) else list(got)
-                else:
-                    raw = [p.score(state, pod, ni) for ni in nodes]
-            except Exception as e:
-                raise FrameworkError(f"running Score plugin {p.name!r}: {type(e).__name__}: {e}") from e
-            normalized: Scores
-            if sc.normalize_batch is not None:
-                try:
-                    normalized = sc.normalize_batch.normalize_batch(state, pod, _ints(raw))
-                except Exception as e:
-                    raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {type(e).__name__}: {e}") from e
-            elif sc.normalize is not None:
-                scores = [NodeScore(ni.name, int(r)) for ni, r in zip(nodes, raw, strict=True)]
-                st = sc.normalize.normalize_score(state, pod, scores)
-                if not st.is_success:
-                    raise FrameworkError(f"running NormalizeScore plugin {p.name!r}: {st.message}")
-                normalized = [s.score for s in scores]
-            else:
-                normalized = raw
-            if isinstance(normalized, np.ndarray):
-                ok = not len(normalized) or (normalized.min() >= MIN_NODE_SCORE and normalized.max() <= MAX_NODE_SCORE)
-            else:
-                ok = not normalized or (min(normalized) >= MIN_NODE_SCORE and max(normalized) <= MAX_NODE_SCORE)
-            if not ok:
-                bad = next(int(x) for x in normalized if not MIN_NODE_SCORE <= x <= MAX_NODE_SCORE)
-                raise FrameworkError(
-                    f'plugin "{p.name}" returns an invalid score {bad}, '
-                    f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-                )
-            yield p.name, sc.weight, raw, normalized
-
     def run_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[ScoredNode]:
         """Score, normalise and weight, keeping every plugin's detail (explain, simulate).
 
         Raises FrameworkError on a plugin error or an invalid score.
         """
-        out = [ScoredNode(ni.name) for ni in nodes]
-        for name, weight, raw, normalized in self._plugin_scores(state, pod, nodes):
-            for sn, r, s in zip(out, _ints(raw), _ints(normalized), strict=True):
-                w = s * weight
-                sn.raw[name] = r
-                sn.normalized[name] = s
-                sn.weighted[name] = w
-                sn.total += w
-        return out
+        return self._scored(scoring.score_details, state, pod, nodes)
 
     def run_score_totals(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> npt.NDArray[np.int64]:
-        """The weighted totals only: the daemon's hot path (same arithmetic as :meth:`run_score`),
-        summed as int64 arrays (batch scorers return them; lists are converted once)."""
-        totals = np.zeros(len(nodes), dtype=np.int64)
-        for _, weight, _, normalized in self._plugin_scores(state, pod, nodes):
-            scores = normalized if isinstance(normalized, np.ndarray) else np.asarray(normalized, dtype=np.int64)
-            totals += scores if weight == 1 else scores * weight
-        return totals
+        """The weighted totals only: the daemon's hot path (same arithmetic as :meth:`run_score`)."""
+        return self._scored(scoring.score_totals, state, pod, nodes)
+
+    def _scored(self, run: Callable[..., _T], state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> _T:
+        """``run`` over the scorers, timed as the Score extension point, each active scorer
+        counted as evaluated once per node (upstream counts each Score call)."""
+        rec = self.recorder
+        t = ins.now()
+        code = Code.ERROR
+        try:
+            out = run(self._scorers, self.handle, rec, state, pod, nodes)
+            code = Code.SUCCESS
+            return out
+        finally:
+            rec.extension_point(ins.SCORE, code, self.profile_name, ins.now() - t)
+            n = len(nodes)
+            skip = state.skip_score
+            rec.evaluations(
+                ins.SCORE, self.profile_name, [(s.plugin.name, n) for s in self._scorers if s.plugin.name not in skip]
+            )
 
     @property
     def has_score_plugins(self) -> bool:
         return bool(self.score)
 
-    @staticmethod
-    def _run_until_failure(plugins: Sequence[Any], method: str, state: CycleState, pod: Pod, node: str) -> Status:
-        """Reserve, Permit and PreBind: run in order, stop at the first non-success (exceptions
-        become ERROR statuses stamped with the plugin's name)."""
+    def _run_until_failure(
+        self, plugins: Sequence[Any], method: str, point: str, state: CycleState, pod: Pod, node: str
+    ) -> Status:
+        """Reserve and PreBind: run in order, stop at the first non-success (exceptions become
+        ERROR statuses stamped with the plugin's name); timed as ``point``."""
+        t = ins.now()
+        timed = state.record_plugin_metrics
+        st = SUCCESS
         for p in plugins:
+            tp = ins.now() if timed else 0.0
             try:
-                st: Status = getattr(p, method)(state, pod, node)
+                st = getattr(p, method)(state, pod, node)
             except Exception as e:
                 st = Status.from_exception(e, p.name)
+            if timed:
+                self.recorder.plugin_duration(p.name, point, st.code, ins.now() - tp)
             if not st.is_success:
-                return st.with_plugin(p.name)
-        return SUCCESS
+                st = st.with_plugin(p.name)
+                break
+        self.recorder.extension_point(point, st.code, self.profile_name, ins.now() - t)
+        return st
 
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        return self._run_until_failure(self.reserve, "reserve", state, pod, node_name)
+        return self._run_until_failure(self.reserve, "reserve", ins.RESERVE, state, pod, node_name)
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Every Reserve plugin's Unreserve, in reverse order. Unreserve has no result (nor has
         upstream's): a plugin that raises is logged and the others still run, so that one
         plugin's bug does not keep the others' reservations."""
+        t = ins.now()
         for p in reversed(self.reserve):
             try:
                 p.unreserve(state, pod, node_name)
             except Exception as e:
                 _log_plugin_failure("Unreserve", p.name, pod, node_name, e)
+        self.recorder.extension_point(ins.UNRESERVE, Code.SUCCESS, self.profile_name, ins.now() - t)
 
     @functools.cached_property
     def pod_group(self) -> fi.PodGroupPlugin | None:
@@ -499,12 +483,22 @@ class Framework:
         """Every Permit plugin in order. A rejection or error ends it at once; WAIT answers are
         collected, and if any the pod is parked in :attr:`waiting` (its binding cycle then waits
         on :meth:`wait_on_permit`) and ``Code.WAIT`` is returned."""
+        t = ins.now()
+        st = self._run_permit(state, pod, node_name)
+        self.recorder.extension_point(ins.PERMIT, st.code, self.profile_name, ins.now() - t)
+        return st
+
+    def _run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         waits: dict[str, float] = {}
+        timed = state.record_plugin_metrics
         for p in self.permit:
+            tp = ins.now() if timed else 0.0
             try:
                 st, timeout = p.permit(state, pod, node_name)
             except Exception as e:
                 st, timeout = Status.from_exception(e, p.name), 0.0
+            if timed:
+                self.recorder.plugin_duration(p.name, ins.PERMIT, st.code, ins.now() - tp)
             if st.code is Code.WAIT:
                 waits[p.name] = float(timeout)
                 continue
@@ -516,43 +510,44 @@ class Framework:
         return SUCCESS
 
     def wait_on_permit(self, pod: Pod) -> Future[Status] | None:
-        """The Permit wait of ``pod``, if it is parked: resolved by allow, reject or timeout."""
-        return self.waiting.wait_future(pod.uid)
+        """The Permit wait of ``pod``, if it is parked: resolved by allow, reject or timeout. How
+        long it waited and how it ended are recorded when it resolves (upstream's WaitOnPermit)."""
+        fut = self.waiting.wait_future(pod.uid)
+        if fut is not None:
+            t = ins.now()
+            rec = self.recorder
+            fut.add_done_callback(lambda f: rec.permit_wait(f.result().code, ins.now() - t))
+        return fut
 
     # -- binding cycle ----------------------------------------------------------------------------
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        return self._run_until_failure(self.pre_bind, "pre_bind", state, pod, node_name)
+        return self._run_until_failure(self.pre_bind, "pre_bind", ins.PRE_BIND, state, pod, node_name)
 
     def run_pre_bind_pending(self, state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
         """What the PreBind plugins left to wait for (``PreBindWaiter``), as one Future: SUCCESS
         once every wait succeeded, else the first failure stamped with its plugin. None when
         nothing waits, so the binding cycle goes straight on to Bind."""
-        pending: list[tuple[str, Future[Status]]] = []
-        for p in self.pre_bind:
-            if isinstance(p, fi.PreBindWaiter):
-                try:
-                    fut = p.pre_bind_pending(state, pod, node_name)
-                except Exception as e:
-                    fut = Future()
-                    fut.set_result(Status.from_exception(e, p.name))
-                if fut is not None:
-                    pending.append((p.name, fut))
-        if not pending:
-            return None
-        if len(pending) == 1:
-            name, only = pending[0]
-            out: Future[Status] = Future()
-            only.add_done_callback(lambda f: out.set_result(f.result().with_plugin(name)))
-            return out
-        return _all_of(pending)
+        return prebind.pending(self.pre_bind, state, pod, node_name)
 
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
         """The first Bind plugin that does not skip decides; an exception is an ERROR result."""
+        t = ins.now()
+        r = self._run_bind(state, pod, node_name)
+        code = Code.SUCCESS if r.is_bound else r.status.code
+        self.recorder.extension_point(ins.BIND, code, self.profile_name, ins.now() - t)
+        return r
+
+    def _run_bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
+        timed = state.record_plugin_metrics
         for p in self.bind:
+            tp = ins.now() if timed else 0.0
             try:
                 r = p.bind(state, pod, node_name)
             except Exception as e:
                 r = BindResult(BindOutcome.ERROR, Status.from_exception(e, p.name))
+            if timed:
+                code = Code.SUCCESS if r.is_bound else r.status.code
+                self.recorder.plugin_duration(p.name, ins.BIND, code, ins.now() - tp)
             if r.outcome is BindOutcome.SKIPPED:
                 continue
             return r.with_plugin(p.name)
@@ -561,11 +556,17 @@ class Framework:
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Every PostBind plugin, in order. The pod is bound whatever they do (PostBind is
         informational, as upstream's): a plugin that raises is logged and the others still run."""
+        t = ins.now()
+        timed = state.record_plugin_metrics
         for p in self.post_bind:
+            tp = ins.now() if timed else 0.0
             try:
                 p.post_bind(state, pod, node_name)
             except Exception as e:
                 _log_plugin_failure("PostBind", p.name, pod, node_name, e)
+            if timed:
+                self.recorder.plugin_duration(p.name, ins.POST_BIND, Code.SUCCESS, ins.now() - tp)
+        self.recorder.extension_point(ins.POST_BIND, Code.SUCCESS, self.profile_name, ins.now() - t)
 
 
 def _log_plugin_failure(extension_point: str, plugin: str, pod: Pod, node_name: str, error: Exception) -> None:

@@ -275,7 +275,16 @@ class StateNotFoundError(KeyError):
 class CycleState:
     """Per-attempt scratch space. ``node_names`` is the PreFilter result: ``None`` means all nodes."""
 
-    __slots__ = ("_data", "narrowed_by", "node_names", "restrictions", "rng", "skip_filter", "skip_score")
+    __slots__ = (
+        "_data",
+        "narrowed_by",
+        "node_names",
+        "record_plugin_metrics",
+        "restrictions",
+        "rng",
+        "skip_filter",
+        "skip_score",
+    )
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._data: dict[str, Any] = {}
@@ -290,6 +299,9 @@ class CycleState:
         self.narrowed_by: tuple[str, ...] = ()
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        #: Time each plugin in this cycle (``scheduler_plugin_execution_duration_seconds``): the
+        #: cycle draws it for a sampled share of cycles, as upstream's SetRecordPluginMetrics.
+        self.record_plugin_metrics = False
 
     def write(self, key: StateKey[T], value: T) -> None:
         self._data[key.name] = value
@@ -319,6 +331,7 @@ class CycleState:
         c.narrowed_by = self.narrowed_by
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
+        c.record_plugin_metrics = self.record_plugin_metrics
         return c
 
 

@@ -67,6 +67,30 @@ class TokenBucket:
         return wait
 
 
+class RequestObserver:
+    """What a :class:`KubeClient` reports about its requests, for client-go's ``rest_client_*``
+    metrics; this base does nothing. The daemon passes one that records into its registry (this
+    layer knows no metrics library). ``base`` is the client's API server URL.
+
+    Called from whatever thread sent the request, so an implementation must be thread-safe."""
+
+    def result(self, verb: str, base: str, code: str) -> None:
+        """A request got an answer with status ``code`` (``"<error>"`` when none came): every
+        request, watches included, as client-go counts them."""
+
+    def latency(self, verb: str, base: str, seconds: float) -> None:
+        """A non-streaming request took ``seconds``, client-side rate limiting included."""
+
+    def throttled(self, verb: str, base: str, seconds: float) -> None:
+        """A request waited ``seconds`` for the client-side rate limiter."""
+
+
+NO_OBSERVER = RequestObserver()
+
+#: The code label of a request that got no HTTP answer (client-go's sanitize).
+NO_RESPONSE = "<error>"
+
+
 def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
     """A ``kubernetes.client.Configuration`` from a kubeconfig file, or in-cluster credentials.
 
@@ -128,6 +152,7 @@ class KubeClient:
         burst: int = 100,
         pool_maxsize: int = 32,
         user_agent: str = "custom-scheduler",
+        observer: RequestObserver = NO_OBSERVER,
     ) -> None:
         from kubernetes.client import rest
 
@@ -141,6 +166,8 @@ class KubeClient:
         self.user_agent = user_agent
         self.qps, self.burst = qps, burst
         self._auth: tuple[float, str] = (-1e18, "")
+        #: Told about every request (``rest_client_*``); clones inherit it.
+        self.observer = observer
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str = "", **kw: Any) -> KubeClient:
@@ -148,7 +175,12 @@ class KubeClient:
 
     def clone(self, **kw: Any) -> KubeClient:
         """A client with the same credentials and its own connection pool."""
-        args: dict[str, Any] = {"qps": self.qps, "burst": self.burst, "user_agent": self.user_agent}
+        args: dict[str, Any] = {
+            "qps": self.qps,
+            "burst": self.burst,
+            "user_agent": self.user_agent,
+            "observer": self.observer,
+        }
         args.update(kw)
         return KubeClient(self._cfg, **args)
 
@@ -192,13 +224,17 @@ class KubeClient:
         rate_limited: bool | None = None,
     ) -> bytes:
         """Send one request; return the body of a 2xx answer, raise otherwise."""
-        if rate_limited if rate_limited is not None else method != "GET":
-            self.limiter.acquire()
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else orjson.dumps(body)
-            content_type = content_type or JSON_CT
-        resp = self._send(method, path, query, data, content_type, timeout, preload=True)
+        start = time.perf_counter()
+        try:
+            if rate_limited if rate_limited is not None else method != "GET":
+                self.observer.throttled(method, self.host, self.limiter.acquire())
+            data = None
+            if body is not None:
+                data = body if isinstance(body, bytes) else orjson.dumps(body)
+                content_type = content_type or JSON_CT
+            resp = self._send(method, path, query, data, content_type, timeout, preload=True)
+        finally:
+            self.observer.latency(method, self.host, time.perf_counter() - start)
         if 200 <= resp.status < 300:
             return bytes(resp.data)
         self._failed(resp.status)
@@ -215,9 +251,10 @@ class KubeClient:
         *,
         preload: bool,
     ) -> urllib3.BaseHTTPResponse:
-        """One request on the pool, no retries; a connection-level failure raises TransportError."""
+        """One request on the pool, no retries; a connection-level failure raises TransportError.
+        Its status (or that none came) is reported to the :attr:`observer`."""
         try:
-            return self._pool.request(
+            resp = self._pool.request(
                 method,
                 self.url(path, query),
                 body=data,
@@ -227,9 +264,13 @@ class KubeClient:
                 preload_content=preload,
             )
         except urllib3.exceptions.HTTPError as e:
+            self.observer.result(method, self.host, NO_RESPONSE)
             raise api_errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
         except OSError as e:
+            self.observer.result(method, self.host, NO_RESPONSE)
             raise api_errors.TransportError(f"{method} {path}: {e}") from e
+        self.observer.result(method, self.host, str(resp.status))
+        return resp
 
     def _failed(self, status: int) -> None:
         if status == 401:

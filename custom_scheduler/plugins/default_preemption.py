@@ -37,12 +37,14 @@ import structlog
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework.evictor import DISRUPTION_TARGET, REASON_PREEMPTION_BY_SCHEDULER
+from custom_scheduler.framework.extender import ExtenderError
 from custom_scheduler.framework.interface import Handle, PostFilterResult
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, NodeInfo, Status
 from custom_scheduler.plugins import args_reader
-from custom_scheduler.plugins.preemption import selection
+from custom_scheduler.plugins.preemption import extender_candidates, selection
 from custom_scheduler.plugins.preemption.selection import ERR_REASON_NO_VICTIMS, Candidate
+from custom_scheduler.plugins.preemption.units import VictimIndex
 
 log = structlog.get_logger("custom_scheduler.preemption")
 
@@ -89,6 +91,11 @@ def parse_args(raw: Mapping[str, Any] | None, path: str) -> DefaultPreemptionArg
     return DefaultPreemptionArgs(pct, absolute)
 
 
+def victim_index(handle: Handle, nodes: Sequence[NodeInfo]) -> VictimIndex:
+    """The victims of one attempt: pods, and ``disruptionMode: all`` PodGroups as units."""
+    return VictimIndex(handle.gangs.group_for, nodes)
+
+
 def eligibility(handle: Handle, pod: Pod, statuses: Mapping[str, Status]) -> str:
     """Why ``pod`` may not preempt now, or ``""`` when it may."""
     if pod.preemption_policy == PREEMPT_NEVER:
@@ -100,8 +107,9 @@ def eligibility(handle: Handle, pod: Pod, statuses: Mapping[str, Status]) -> str
             return ""  # the nominated node cannot work any more: preempt elsewhere
         ni = handle.get_node(nominated)
         if ni is not None:
+            index = victim_index(handle, ())
             for p in ni.pods.values():
-                if p.priority < pod.priority and p.deleting and p.disruption_target:
+                if p.deleting and p.disruption_target and index.priority(p) < index.priority(pod):
                     return MSG_NOT_ELIGIBLE_TERMINATING
     return ""
 
@@ -157,7 +165,15 @@ class DefaultPreemption:
                 len(potential), self.args.min_candidate_nodes_percentage, self.args.min_candidate_nodes_absolute
             )
             candidates, dry = selection.dry_run_preemption(
-                self.handle, state, pod, potential, list(self.handle.pdbs()), offset, wanted
+                self.handle,
+                state,
+                pod,
+                potential,
+                list(self.handle.pdbs()),
+                offset,
+                wanted,
+                index=victim_index(self.handle, nodes),
+                remote=self.handle.get_node,
             )
             out.update(dry)
         if not candidates:
@@ -171,8 +187,12 @@ class DefaultPreemption:
                 Status(Code.UNSCHEDULABLE, (msg,), NAME), message=msg, clear_nomination=bool(pod.nominated_node_name)
             )
 
+        try:  # the HTTP extenders may narrow the candidates (upstream's callExtenders)
+            candidates = extender_candidates.call_extenders(self.handle, pod, candidates)
+        except ExtenderError as e:
+            return _error(MESSAGE_PREFIX + str(e))
         best = selection.pick_one_node(candidates)
-        if best is None:  # pragma: no cover - candidates is not empty
+        if best is None:  # the extenders left no candidate
             return _unschedulable(MESSAGE_PREFIX + "no candidate node for preemption")
         to_clear = tuple(
             p for p in self.handle.nominated_pods(best.node) if p.priority < pod.priority and p.uid != pod.uid

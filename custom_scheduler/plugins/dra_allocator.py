@@ -9,12 +9,20 @@ with the class's and the request's CEL selectors, never the same device twice, a
 ``matchAttribute`` constraints, backtracking when a later choice fails. Error messages are
 upstream's (``claim ns/name: selector #0: CEL compile error: ...``), so a user reads the same reason
 as from kube-scheduler. :class:`CELCache` compiles each selector once.
+
+The search can be exponential (several requests whose ``matchAttribute`` constraint fails only at
+the last pick try every combination before giving up), so, as upstream bounds it with
+``DynamicResourcesArgs.filterTimeout`` through its context, :func:`allocate` takes a ``deadline``
+(a :func:`time.monotonic` instant) and raises :class:`AllocationTimeout` once it passed. The clock
+is read every :data:`DEADLINE_CHECK_STEPS` picks and after each request's selectors, so the check
+costs nothing measurable and a runaway search still stops within a few milliseconds of its deadline.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +146,22 @@ class AllocationError(Exception):
     not "does not fit"."""
 
 
+class AllocationTimeout(Exception):
+    """The search passed its deadline before finding an allocation or proving there is none
+    (upstream's ``context.DeadlineExceeded`` from the allocator)."""
+
+
+#: Picks between two looks at the clock (a power of two: the test is a mask). A pick costs about a
+#: microsecond, so a search overruns its deadline by well under a millisecond.
+DEADLINE_CHECK_STEPS = 256
+_CHECK_MASK = DEADLINE_CHECK_STEPS - 1
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() >= deadline:
+        raise AllocationTimeout
+
+
 def _claim_ref(claim: ResourceClaim) -> str:
     return f"{claim.namespace}/{claim.name}"
 
@@ -201,10 +225,12 @@ def allocate(
     cels: CELCache,
     node_name: str,
     *,
-    max_steps: int = 100_000,
+    deadline: float | None = None,
 ) -> list[Allocation] | None:
     """Allocate every claim of ``claims`` from ``candidates`` (a node's devices), or None when they
-    do not fit. Raises AllocationError for what no node can fix (CEL errors, missing classes)."""
+    do not fit. Raises AllocationError for what no node can fix (CEL errors, missing classes), and
+    AllocationTimeout when ``deadline`` (a :func:`time.monotonic` instant; None: no bound) passes
+    before the answer is known."""
     if not candidates and any(c.requests for c in claims):
         # A node without devices (half the nodes of a typical DRA cluster): nothing can fit, but a
         # missing class is still the same error as with devices, in the same order.
@@ -213,12 +239,12 @@ def allocate(
                 for alt in dr.alternatives:
                     _matching(claim, alt, classes, (), cels)
         return None
-    options = _options(claims, candidates, in_use, classes, cels)
+    options = _options(claims, candidates, in_use, classes, cels, deadline)
     if len(claims) == 1 and len(claims[0].requests) == 1 and not claims[0].constraints:
         only = claims[0].requests[0]
         if len(only.alternatives) == 1:
-            return _take_first(only.alternatives[0], options[0][0][0], node_name, max_steps)
-    chosen = _Search(claims, options, max_steps).run()
+            return _take_first(only.alternatives[0], options[0][0][0], node_name)
+    chosen = _Search(claims, options, deadline).run()
     if chosen is None:
         return None
     return [_allocation(picks, node_name) for picks in chosen]
@@ -230,9 +256,12 @@ def _options(
     in_use: Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID],
     classes: Callable[[str], DeviceClass | None],
     cels: CELCache,
+    deadline: float | None = None,
 ) -> Options:
     """What each alternative of each request may take: the free devices its selectors accept;
-    for ``allocationMode: All``, every device they accept, or none if one of those is in use."""
+    for ``allocationMode: All``, every device they accept, or none if one of those is in use.
+    Raises AllocationTimeout when ``deadline`` passed (checked after each request: the selectors
+    of thousands of devices are where a search without combinatorics spends its time)."""
     free = [c for c in candidates if c.id not in in_use]
     options: Options = []
     for claim in claims:
@@ -247,16 +276,17 @@ def _options(
                 else:
                     per_alt.append(_matching(claim, alt, classes, free, cels))
             per_req.append(per_alt)
+            _check_deadline(deadline)
         options.append(per_req)
     return options
 
 
-def _take_first(alt: Request, opts: list[Candidate], node_name: str, max_steps: int) -> list[Allocation] | None:
+def _take_first(alt: Request, opts: list[Candidate], node_name: str) -> list[Allocation] | None:
     """The common shape (one claim, one request with one alternative, no constraints): the search
     would take the first ``need`` matching devices in order, one step each, with nothing to
     backtrack over; take them directly."""
     need = len(opts) if alt.mode == ALL else alt.count
-    if need == 0 or len(opts) < need or need > max_steps:
+    if need == 0 or len(opts) < need:
         return None
     return [_allocation([(alt.name, c) for c in opts[:need]], node_name)]
 
@@ -270,13 +300,14 @@ class _Search:
     """Upstream's backtracking search: claims in order, each request in order, the first
     alternative (``firstAvailable`` subrequest) that can be filled, its ``need`` devices picked
     in candidate order, never one device twice, each pick checked against the claim's
-    ``matchAttribute`` constraints; a dead end undoes the latest pick. ``max_steps`` bounds the
-    picks tried (a pathological node is then "does not fit", not a stalled cycle)."""
+    ``matchAttribute`` constraints; a dead end undoes the latest pick. Only ``deadline`` bounds
+    it (AllocationTimeout), as only upstream's context bounds its search: no step limit turns
+    a slow answer into a wrong "does not fit"."""
 
-    def __init__(self, claims: Sequence[ResourceClaim], options: Options, max_steps: int) -> None:
+    def __init__(self, claims: Sequence[ResourceClaim], options: Options, deadline: float | None) -> None:
         self.claims = claims
         self.options = options
-        self.max_steps = max_steps
+        self.deadline = deadline
         self.used: set[DeviceID] = set()
         self.chosen: list[Picks] = [[] for _ in claims]
         self.steps = 0
@@ -317,8 +348,8 @@ class _Search:
             return self._fill(ci, ri + 1)
         for i in range(start, len(opts) - need + 1):
             self.steps += 1
-            if self.steps > self.max_steps:
-                return False
+            if not self.steps & _CHECK_MASK:
+                _check_deadline(self.deadline)
             cand = opts[i]
             if cand.id in self.used or not self._constraint_ok(ci, alt.name, cand):
                 continue

@@ -18,7 +18,12 @@ creates and records in ``status.resourceClaimStatuses``.
   available on the node``); the others are allocated from the devices of the slices that reach
   the node (its ``nodeName``, ``allNodes``, or a ``nodeSelector`` matching it), minus every device
   allocated, assumed or pending (see :mod:`custom_scheduler.framework.dra_store`): ``cannot allocate all
-  claims`` when they do not fit, an ERROR for a selector failing at runtime.
+  claims`` when they do not fit, an ERROR for a selector failing at runtime. The allocator's
+  search is bounded by ``filterTimeout`` (below): past it the node gets upstream's ERROR
+  ``node <name>: timed out trying to allocate devices``, which ends the attempt (kube-scheduler
+  cancels the other nodes' filters on an ERROR; here the nodes after it in the same cycle answer at
+  once with upstream's ``asked by caller to stop allocating devices: ...``) and the pod is retried
+  after its backoff, as upstream.
 - **Score**: upstream's (1.37): for ``firstAvailable`` requests, ``8 - index`` of the subrequest
   the node's allocation used, so nodes that satisfy the preferred alternative win; normalised to
   0..100. Upstream does not pack devices, so neither do we.
@@ -31,17 +36,28 @@ creates and records in ``status.resourceClaimStatuses``.
   carrying the claim's resourceVersion; on a conflict it re-reads the claim and tries again, and
   fails when the claim got deleted or allocated elsewhere meanwhile. The updated claim is then
   assumed in the store until the watch brings it back.
+
+Args (``DynamicResourcesArgs``, ``kubescheduler.config.k8s.io/v1``), upstream's defaults and
+validation with every feature gate at its 1.37 default:
+
+- ``filterTimeout`` (default ``10s``; ``0s`` disables the bound; negative is refused): how long
+  Filter may search for one node's devices.
+- ``bindingTimeout`` (default ``10m0s``; at least ``1s``): how long PreBind would wait for devices'
+  binding conditions. Binding conditions are not implemented here yet, so the value is validated and
+  kept on the plugin's args but has no effect until they are.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from custom_scheduler.api import dra
 from custom_scheduler.api.model import Pod
+from custom_scheduler.config import durations
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.clusterapi import api_errors as kerr
@@ -57,13 +73,19 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.plugins import dra_allocator, helpers
+from custom_scheduler.plugins import args_reader, dra_allocator, helpers
 
 NAME = "DynamicResources"
 
 REASON_CANNOT_ALLOCATE = "cannot allocate all claims"
 REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
 REASON_IN_USE = "resourceclaim in use"
+#: Filter's ERROR when the allocator's search passed ``filterTimeout`` (upstream's text).
+TIMEOUT_FORMAT = "node {node}: timed out trying to allocate devices"
+#: What upstream's Filter answers on the nodes still running when another node's ERROR cancelled
+#: the cycle's context ("some other Filter operation failed" is the cause findNodesThatPassFilters
+#: gives that cancellation).
+REASON_CANCELLED = "asked by caller to stop allocating devices: some other Filter operation failed"
 
 #: PreBind's attempts at one claim's update when the API answers 409 Conflict (client-go's DefaultRetry).
 CONFLICT_RETRIES = 5
@@ -82,6 +104,9 @@ class _State:
     """UIDs of claims whose allocation Reserve signalled."""
     reserved: list[dra.ResourceClaim] = field(default_factory=list)
     """Claims PreBind added the pod to (Unreserve takes it out again)."""
+    timed_out: str = ""
+    """The node whose search passed ``filterTimeout`` in this cycle: its ERROR ends the attempt,
+    so no node is searched again in this cycle (that node answers the same ERROR again)."""
 
 
 STATE_KEY: StateKey[_State] = StateKey(NAME)
@@ -173,6 +198,80 @@ def chosen_devices(state: CycleState, node_name: str) -> list[str]:
     return out
 
 
+# -- args -------------------------------------------------------------------------------------------
+
+#: Upstream's ``DynamicResourcesFilterTimeoutDefault`` and ``DynamicResourcesBindingTimeoutDefault``.
+DEFAULT_FILTER_TIMEOUT = 10.0
+DEFAULT_BINDING_TIMEOUT = 600.0
+#: ``ValidateDynamicResourcesArgs``: bindingTimeout must be at least this.
+MIN_BINDING_TIMEOUT = 1.0
+ARGS_KIND = "DynamicResourcesArgs"
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicResourcesArgs:
+    """``DynamicResourcesArgs`` (kubescheduler.config.k8s.io/v1), in seconds."""
+
+    filter_timeout: float = DEFAULT_FILTER_TIMEOUT
+    """Longest search for one node's devices in Filter; 0 means no bound."""
+    binding_timeout: float = DEFAULT_BINDING_TIMEOUT
+    """How long PreBind would wait for binding conditions; kept, without effect until they are
+    implemented."""
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "filterTimeout": durations.format_duration(self.filter_timeout),
+            "bindingTimeout": durations.format_duration(self.binding_timeout),
+        }
+
+
+def _json_type(value: object) -> str:
+    """The JSON type name Go's decoder puts in "cannot unmarshal <type> into ..."."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, Mapping):
+        return "object"
+    return "array" if isinstance(value, list | tuple) else type(value).__name__
+
+
+def _duration(r: args_reader.ArgsReader, doc: Mapping[str, Any], key: str, path: str, default: float) -> float:
+    """A ``metav1.Duration`` field: a Go duration string, with the decoder's messages."""
+    raw = doc.get(key)
+    if raw is None:
+        return default
+    if not isinstance(raw, str):
+        r.error(
+            f"{path}.{key}",
+            f"json: cannot unmarshal {_json_type(raw)} into Go struct field {ARGS_KIND}.{key} of type string",
+        )
+        return default
+    try:
+        return durations.parse_duration(raw)
+    except ValueError:
+        r.error(f"{path}.{key}", f'time: invalid duration "{raw}"')
+        return default
+
+
+def parse_args(raw: Mapping[str, Any] | None, path: str) -> DynamicResourcesArgs:
+    """Read, default and validate ``DynamicResourcesArgs`` (upstream's ``SetDefaults_`` and
+    ``ValidateDynamicResourcesArgs``, every gate at its default: both fields allowed); raises
+    ConfigError with every bad field."""
+    r = args_reader.ArgsReader(path)
+    doc = r.mapping(raw, path, fields=("filterTimeout", "bindingTimeout"), kind=ARGS_KIND)
+    filter_timeout = _duration(r, doc, "filterTimeout", path, DEFAULT_FILTER_TIMEOUT)
+    binding_timeout = _duration(r, doc, "bindingTimeout", path, DEFAULT_BINDING_TIMEOUT)
+    if filter_timeout < 0:
+        shown = durations.format_duration(filter_timeout)
+        r.error(f"{path}.filterTimeout", f'Invalid value: "{shown}": must be zero or positive')
+    if binding_timeout < MIN_BINDING_TIMEOUT:
+        shown = durations.format_duration(binding_timeout)
+        r.error(f"{path}.bindingTimeout", f'Invalid value: "{shown}": must be at least 1 second')
+    r.raise_errors()
+    return DynamicResourcesArgs(filter_timeout, binding_timeout)
+
+
 def _claim_path(claim: dra.ResourceClaim, status: bool = False) -> str:
     p = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
     return p + "/status" if status else p
@@ -181,7 +280,12 @@ def _claim_path(claim: dra.ResourceClaim, status: bool = False) -> str:
 class DynamicResources:
     name: ClassVar[str] = NAME
 
-    def __init__(self, args: Any, handle: Handle) -> None:
+    def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
+        if args is None:
+            args = DynamicResourcesArgs()
+        elif not isinstance(args, DynamicResourcesArgs):
+            raise TypeError(f"got args of type {type(args).__name__}, want DynamicResourcesArgs")
+        self.args = args
         self.handle = handle
         self.cels = _CELS
 
@@ -243,12 +347,25 @@ class DynamicResources:
                 return Status.unresolvable(REASON_NOT_AVAILABLE)
         if not s.to_allocate:
             return SUCCESS
+        if s.timed_out:
+            # That node again (the framework re-runs the filters for every node's reason when none
+            # fit): the same ERROR. Any other node: what upstream's cancelled filters answer.
+            if s.timed_out == node.name:
+                return Status.as_error(TIMEOUT_FORMAT.format(node=node.name))
+            return Status.unresolvable(REASON_CANCELLED)
         store = self.store
         cands = store.candidates(node.name, node.labels)
+        timeout = self.args.filter_timeout
+        deadline = time.monotonic() + timeout if timeout > 0 else None
         try:
-            allocs = dra_allocator.allocate(s.allocating, cands, s.in_use, store.device_class, self.cels, node.name)
+            allocs = dra_allocator.allocate(
+                s.allocating, cands, s.in_use, store.device_class, self.cels, node.name, deadline=deadline
+            )
         except dra_allocator.AllocationError as e:
             return Status.as_error(str(e))
+        except dra_allocator.AllocationTimeout:
+            s.timed_out = node.name
+            return Status.as_error(TIMEOUT_FORMAT.format(node=node.name))
         if allocs is None:
             return Status.unresolvable(REASON_CANNOT_ALLOCATE)
         s.by_node[node.name] = allocs
@@ -421,4 +538,4 @@ def _without_pod(claim: dra.ResourceClaim, uid: str) -> dict[str, Any] | None:
 #: One compiled-expression cache for the process: expressions are the same across profiles and reloads.
 _CELS = dra_allocator.CELCache()
 
-SPEC = registry.PluginSpec(NAME, factory=DynamicResources)
+SPEC = registry.PluginSpec(NAME, factory=DynamicResources, parse_args=parse_args)

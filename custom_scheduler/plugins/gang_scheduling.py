@@ -18,9 +18,12 @@ with ``minMember`` (see :mod:`custom_scheduler.api.podgroup`). Two extension poi
 The group cycle in core places a gang's queued members together and asks
 :func:`custom_scheduler.api.podgroup.placement_verdict` whether to commit (upstream's PlacementFeasible).
 
-Upstream enables the plugin by default only with the ``GenericWorkload`` feature gate, which is off
-by default in 1.37 (beta): so it is registered here but not in the default profile; a config
-enables it (``multiPoint: {enabled: [{name: GangScheduling}]}``).
+Upstream enables the plugin by default with the ``GenericWorkload`` feature gate (beta in 1.37, off
+by default), the gate that also makes the API server serve ``scheduling.k8s.io/v1beta1`` PodGroups
+and keep ``spec.schedulingGroup``. Here it is in the default profile always, and acts only on pods
+whose PodGroup API the cluster serves (:meth:`GangStore.serves`): where no PodGroup API exists it
+passes every pod, as upstream's default profile without the gate; disabling it works as for any
+plugin.
 """
 
 from __future__ import annotations
@@ -86,8 +89,12 @@ class GangScheduling:
         self.handle = handle
         self.gangs = handle.gangs
 
+    def _member(self, pod: Pod) -> bool:
+        """``pod`` names a PodGroup of an API this cluster serves (else it is scheduled alone)."""
+        return bool(pod.pod_group) and self.gangs.serves(gang.api_of(pod))
+
     def pre_enqueue(self, pod: Pod) -> Status:
-        if not pod.pod_group:
+        if not self._member(pod):
             return SUCCESS
         group = self.gangs.group_for(pod)
         if group is None:
@@ -106,7 +113,7 @@ class GangScheduling:
         return float(self.args.permit_timeout_seconds)
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
-        if not pod.pod_group:
+        if not self._member(pod):
             return SUCCESS, 0.0
         group = self.gangs.group_for(pod)
         if group is None:
@@ -129,7 +136,7 @@ class GangScheduling:
     # -- the group cycle (framework.interface.PodGroupPlugin) -----------------------------------
     def group_of(self, pod: Pod) -> str | None:
         """Members of a gang go through one group cycle; a ``basic`` group's pods go alone."""
-        if not pod.pod_group:
+        if not self._member(pod):
             return None
         group = self.gangs.group_for(pod)
         if group is None or not group.gang:
@@ -160,13 +167,6 @@ class GangScheduling:
         if scheduled + untried + outside < verdict.min_count:
             return Status(Code.UNSCHEDULABLE, (verdict.message,), NAME)
         return Status(Code.WAIT, (verdict.message,), NAME)
-
-    def group_mates(self, pod: Pod) -> list[Pod]:
-        """A gang is evicted whole: the other bound members go with a preempted one."""
-        pg = self.gangs.group_for(pod)
-        if pg is None or not pg.gang:
-            return []
-        return [p for p in self.gangs.members(pg) if p.uid != pod.uid and p.node_name]
 
     def topology_key(self, group: str) -> str | None:
         pg = self._group(group)

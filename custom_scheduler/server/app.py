@@ -45,8 +45,10 @@ from custom_scheduler.core.selectors import DefaultSelectors
 from custom_scheduler.framework import loadmetrics
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.evictor import ApiEvictor
+from custom_scheduler.framework.extender import Extenders, api_pod_json
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangChange, GangStatusWriter, GangStore
+from custom_scheduler.framework.instrument import NO_RECORDER
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
@@ -89,6 +91,8 @@ class App:
         self._scheduling = False
         self.health_port = 0
         self.client = client
+        if metrics is not None:
+            client.observer = metrics.rest_client  # rest_client_*; every clone below inherits it
         self.watch_client = client.clone(qps=0, pool_maxsize=8)
         self._watch_read_timeout = watch_read_timeout
         self._inf_kw = self._informer_metrics(metrics)
@@ -100,7 +104,7 @@ class App:
         self.dra = DRAStore()
         # PodGroups (both APIs) and their members, for GangScheduling; "placed" is the cache's
         # view (assumed or bound), which knows an assumption before any watch event does.
-        self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None)
+        self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None, served=())
         self._build_listers()
         self._build_writers(config)
         ports = Ports(
@@ -113,6 +117,9 @@ class App:
         )
         assembly = assemble(config, self.cache, self._frameworks, ports)
         self.scheduler, self.queue, self._inputs = assembly.scheduler, assembly.queue, assembly.inputs
+        if metrics is not None:  # read at each scrape
+            metrics.track_queue(self.queue.incoming_counts, self.queue.unschedulable_reasons)
+            metrics.track_binding(self.scheduler.binding.in_flight)
         self._build_scheduler_informers()
         self._build_store_informers(config)
         # PodGroup status (condition / phase and counts), written off the scheduling thread.
@@ -246,6 +253,8 @@ class App:
             event_sink=None if self.dry_run else self.writer.event,
             activator=inputs.activate,
             fence=self.fence,
+            extenders=Extenders.build(config.extenders, pod_json=api_pod_json(self.client.get)),
+            recorder=self.metrics.framework if self.metrics is not None else NO_RECORDER,
         )
 
     def _load_metrics_for(self, config: SchedulerConfig) -> loadmetrics.MetricsServerSource | None:

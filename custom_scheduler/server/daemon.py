@@ -23,6 +23,7 @@ from pathlib import Path
 
 import structlog
 
+from custom_scheduler.config import render
 from custom_scheduler.server import health, leader
 from custom_scheduler.server.app import App
 from custom_scheduler.server.delegated_auth import DelegatingAuth
@@ -88,12 +89,14 @@ def serve(
 
 
 def _elector(app: App, metrics: Metrics, identity: str | None, release_on_stop: bool) -> leader.LeaderElector:
+    metrics.set_leader(False)  # a candidate reports 0 from the start (client-go's leaderOff at construction)
     return leader.LeaderElector(
         app.client.clone(),
         app.config.leader_election,
         identity,
         release_on_stop=release_on_stop,
         on_leader_change=metrics.set_leader,
+        on_slow_path=metrics.leader_slow_path,
         fence=app.fence,  # revoked the instant the Lease is lost: queued and retrying binds stop
     )
 
@@ -110,6 +113,7 @@ def _health_server(
         # behind a burst of binds, and the caches bound how often they are sent.
         auth=DelegatingAuth(app.client.clone(qps=0, pool_maxsize=4)),
         certs=certs,
+        configz=lambda: render.configz_json(app.config),  # read per request: a reload shows at once
     )
 
 

@@ -1,5 +1,5 @@
-"""``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` on one HTTPS port, as kube-scheduler's
-secure port (10259).
+"""``/healthz``, ``/livez``, ``/readyz``, ``/metrics`` and ``/configz`` on one HTTPS port, as
+kube-scheduler's secure port (10259).
 
 Endpoints:
 
@@ -12,6 +12,11 @@ Endpoints:
   :class:`~custom_scheduler.server.metrics.Metrics` registry, for callers the API server authenticates
   and authorizes (:class:`~custom_scheduler.server.delegated_auth.DelegatingAuth`); every other path
   also needs that before it gets its 404. The three probes need no credentials.
+- ``/configz``: the running configuration as JSON, ``{"componentconfig": {...}}`` as component-base's
+  configz handler writes it (:func:`custom_scheduler.config.render.configz_json`), behind exactly
+  the same authentication and authorization as ``/metrics`` (the SubjectAccessReview names the
+  path ``/configz``). It is rendered per request from ``configz()``, so after a config reload it
+  shows the new config.
 
 Only TLS is served (the certificate from :class:`~custom_scheduler.server.serving.ServingCerts`, taken
 per connection so a rotated one is used at once); like Go's ``net/http``, a plain-HTTP request
@@ -19,7 +24,7 @@ gets ``400 Client sent an HTTP request to an HTTPS server.`` and nothing else. T
 plain-HTTP port, as in kube-scheduler. The TLS handshake runs on the connection's own thread with
 a timeout, so a client that connects and stalls cannot block the accept loop.
 
-Deliberately not here: ``/configz``, ``/debug/pprof``, per-check ``?verbose`` output.
+Deliberately not here: ``/debug/pprof``, per-check ``?verbose`` output.
 """
 
 from __future__ import annotations
@@ -113,6 +118,7 @@ class HealthServer:
         healthy: True while the process is alive and well (drives ``/healthz`` and ``/livez``).
         auth: who may see anything but the probes (required: there is no unauthenticated mode).
         certs: the serving certificate; None makes a self-signed one at :meth:`start`.
+        configz: the ``/configz`` body (JSON) of the config running now; None: no ``/configz``.
     """
 
     def __init__(
@@ -124,8 +130,10 @@ class HealthServer:
         *,
         auth: DelegatingAuth,
         certs: ServingCerts | None = None,
+        configz: Callable[[], bytes] | None = None,
     ) -> None:
         self.host, self._port = parse_address(address)
+        self.configz = configz
         self.ready = ready
         self.metrics = metrics
         self.healthy = healthy
@@ -197,6 +205,8 @@ class HealthServer:
         if route == "/metrics":
             body, content_type = self.metrics.render(accept)
             return 200, body, content_type
+        if route == "/configz" and self.configz is not None:
+            return 200, self.configz(), "application/json"
         return 404, b"not found", text
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

@@ -150,7 +150,9 @@ class LeaderElector:
         release_on_stop: release the Lease when :meth:`run` is stopped while leading (client-go's
             ``ReleaseOnCancel``). Tests turn it off to emulate a crashed leader.
         on_leader_change: called with ``True``/``False`` whenever leadership starts or ends (wire
-            the ``custom_scheduler_leader`` gauge here).
+            the leadership gauges here).
+        on_slow_path: called when the leader renews by the slow path (a GET before the PUT,
+            client-go's ``leader_election_slowpath_total``).
         clock: monotonic seconds, for observation times and deadlines.
         now: wall-clock time, only for the ``acquireTime``/``renewTime`` stamps.
         rng: randomness for the acquire jitter.
@@ -165,6 +167,7 @@ class LeaderElector:
         *,
         release_on_stop: bool = True,
         on_leader_change: Callable[[bool], None] | None = None,
+        on_slow_path: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         rng: random.Random | None = None,
@@ -177,6 +180,7 @@ class LeaderElector:
         self.identity = identity or default_identity()
         self.release_on_stop = release_on_stop
         self._on_leader_change = on_leader_change
+        self._on_slow_path = on_slow_path
         self._clock = clock
         self._now = now
         self._rng = rng or random.Random()
@@ -308,6 +312,8 @@ class LeaderElector:
                 return False
             self._observe(lease)
             holder = self._observed.holder_identity
+            if holder == self.identity and self._on_slow_path is not None:
+                self._on_slow_path()  # the holder renews by the slow path (client-go: IsLeader)
             if (
                 holder
                 and holder != self.identity

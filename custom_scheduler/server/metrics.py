@@ -1,178 +1,64 @@
 """Every Prometheus metric of the daemon, in one registry owned by a :class:`Metrics` object.
 
 Names follow kube-scheduler wherever it has one, so existing dashboards and alerts keep working
-(../shared/docs/kube-scheduler-reference.md §7.2): ``scheduler_schedule_attempts_total``,
-``scheduler_scheduling_attempt_duration_seconds``, ``scheduler_pending_pods``,
-``scheduler_preemption_attempts_total``, ``scheduler_preemption_victims``,
-``scheduler_framework_extension_point_duration_seconds`` and
-``scheduler_plugin_execution_duration_seconds``, with kube-scheduler's labels and buckets.
-What kube-scheduler has no name for is prefixed ``custom_scheduler_``: binding latency and retries,
-watch restarts and re-lists, dropped events, leadership and config reload failures.
+(the kubernetes-mixin scheduler dashboard and recording rules among them): every STABLE and BETA
+metric of kube-scheduler 1.37.2 with its labels and buckets (the table is
+:mod:`~custom_scheduler.server.metric_specs`), client-go's ``rest_client_*`` and
+``leader_election_*``. What kube-scheduler has no name for is prefixed ``custom_scheduler_``.
+
+Where each is recorded, as upstream records it:
+
+- the scheduling and binding cycles (:class:`MetricsObserver`, an
+  :class:`~custom_scheduler.core.ports.Observer`): attempts and their latency (``scheduled`` once
+  bound), the algorithm's latency, attempts per pod and the SLI at bind, preemption;
+- the framework (:class:`FrameworkMetrics`, a :class:`~custom_scheduler.framework.instrument.Recorder`):
+  extension points every cycle, plugins in a sampled 10 % of cycles, Permit waits, evaluations;
+- the API client (:class:`RestClientMetrics`) and the leader elector (:meth:`Metrics.set_leader`,
+  :meth:`Metrics.leader_slow_path`);
+- at scrape time (:class:`ScrapeTime`), from the queue and the binding cycles: the pending and
+  unschedulable gauges, the incoming-pods counter, in-flight binding cycles. Reading them when
+  Prometheus asks keeps them exact without a hook on every queue operation.
 
 Why a registry per :class:`Metrics` rather than prometheus-client's global one: tests (and two
 in-process replicas in the HA tests) each get independent counters, and nothing is registered at
-import time (the style guide's "no module-level mutable state except metrics" is met without even
-using that exception).
-
-The hooks the scheduling loop calls are the :class:`~custom_scheduler.core.scheduler.Observer`
-methods; :meth:`Metrics.observer` returns one bound to this registry. Everything else (informers,
-the event writer, the leader elector) gets a bound method such as :meth:`Metrics.watch_restart`.
+import time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from urllib.parse import urlsplit
 
 import prometheus_client as prom
 from prometheus_client import exposition
-from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from custom_scheduler.core.scheduler import Observer
+from custom_scheduler.framework import instrument as ins
+from custom_scheduler.framework.types import Code
+from custom_scheduler.kube.client import RequestObserver
+from custom_scheduler.server import metric_specs as ms
+from custom_scheduler.server.metric_specs import ATTEMPT_BUCKETS, exponential_buckets
 
-
-def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
-    """``count`` upper bounds ``start, start*factor, …`` (Prometheus' ExponentialBuckets)."""
-    return tuple(start * factor**i for i in range(count))
-
-
-#: kube-scheduler's buckets: attempt latency 1 ms x 2^k (15), extension points 0.1 ms x 2^k (12),
-#: plugins 10 µs x 1.5^k (20), preemption victims 1..64, binding 1 ms x 2^k (15).
-ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
-EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
-PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
-VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
-BINDING_BUCKETS = exponential_buckets(0.001, 2, 15)
-PODGROUP_BUCKETS = exponential_buckets(0.001, 2, 15)
+__all__ = ["ATTEMPT_BUCKETS", "QUEUES", "Metrics", "MetricsObserver", "exponential_buckets"]
 
 #: The sub-queues ``scheduler_pending_pods`` always reports, 0 when empty. As in kube-scheduler,
 #: ``gated`` counts the pods PreEnqueue holds back (SchedulingGates) and ``unschedulable`` excludes
 #: them, although the queue keeps both in one map (``SchedulingQueue.pending_counts``).
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 
+#: The ``name`` of ``leader_election_master_status``: the component, as kube-scheduler passes
+#: "kube-scheduler" whatever its Lease is called.
+LEADER_ELECTION_NAME = "custom-scheduler"
 
-_Metric = TypeVar("_Metric", bound=MetricWrapperBase)
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec(Generic[_Metric]):
-    """One metric as declared: its kind, name, help, label names and (histograms) buckets.
-
-    The metrics are a table of these rather than constructor calls inside :class:`Metrics`, so
-    that what the daemon exports reads as one list, and each :class:`Metrics` (a registry of its
-    own) builds the same list."""
-
-    kind: Callable[..., _Metric]
-    """``prom.Counter``, ``prom.Gauge`` or ``prom.Histogram`` (only this one takes ``buckets``)."""
-    name: str
-    documentation: str
-    labels: tuple[str, ...] = ()
-    buckets: tuple[float, ...] | None = None
-
-    def build(self, registry: prom.CollectorRegistry) -> _Metric:
-        if self.buckets is None:
-            return self.kind(self.name, self.documentation, self.labels, registry=registry)
-        return self.kind(self.name, self.documentation, self.labels, registry=registry, buckets=self.buckets)
+#: upstream's getAttemptsLabel: attempts as a label, capped at 15 to bound the cardinality.
+MAX_ATTEMPTS_LABEL = 15
 
 
-# -- kube-scheduler's names ---------------------------------------------------------------------
-SCHEDULE_ATTEMPTS = MetricSpec(
-    prom.Counter,
-    "scheduler_schedule_attempts_total",
-    "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not "
-    "be scheduled, while 'error' means an internal scheduler problem.",
-    ("result", "profile"),
-)
-SCHEDULING_ATTEMPT_DURATION = MetricSpec(
-    prom.Histogram,
-    "scheduler_scheduling_attempt_duration_seconds",
-    "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
-    ("result", "profile"),
-    ATTEMPT_BUCKETS,
-)
-PENDING_PODS = MetricSpec(
-    prom.Gauge,
-    "scheduler_pending_pods",
-    "Number of pending pods, by the queue type: 'active' means number of pods in activeQ; "
-    "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
-    "unschedulablePods; 'gated' means number of gated pods.",
-    ("queue",),
-)
-PREEMPTION_ATTEMPTS = MetricSpec(
-    prom.Counter, "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now."
-)
-PREEMPTION_VICTIMS = MetricSpec(
-    prom.Histogram, "scheduler_preemption_victims", "Number of selected preemption victims.", (), VICTIM_BUCKETS
-)
-EXTENSION_POINT_DURATION = MetricSpec(
-    prom.Histogram,
-    "scheduler_framework_extension_point_duration_seconds",
-    "Latency for running all plugins of a specific extension point.",
-    ("extension_point", "status", "profile"),
-    EXTENSION_POINT_BUCKETS,
-)
-PLUGIN_EXECUTION_DURATION = MetricSpec(
-    prom.Histogram,
-    "scheduler_plugin_execution_duration_seconds",
-    "Duration for running a plugin at a specific extension point.",
-    ("plugin", "extension_point", "status"),
-    PLUGIN_BUCKETS,
-)
-PODGROUP_SCHEDULE_ATTEMPTS = MetricSpec(
-    prom.Counter,
-    "scheduler_podgroup_schedule_attempts_total",
-    "Number of attempts to schedule pod groups, by the result ('scheduled', 'unschedulable', "
-    "'waiting': placed and waiting at Permit for members still to come, 'error').",
-    ("result", "profile"),
-)
-PODGROUP_SCHEDULING_ATTEMPT_DURATION = MetricSpec(
-    prom.Histogram,
-    "scheduler_podgroup_scheduling_attempt_duration_seconds",
-    "Pod group scheduling attempt latency in seconds (the whole group's cycle).",
-    ("result", "profile"),
-    PODGROUP_BUCKETS,
-)
-
-# -- ours ---------------------------------------------------------------------------------------
-BINDING_DURATION = MetricSpec(
-    prom.Histogram,
-    "custom_scheduler_binding_duration_seconds",
-    "Latency of the binding cycle (PreBind, Bind with its retries, PostBind) in seconds.",
-    ("profile",),
-    BINDING_BUCKETS,
-)
-BIND_RETRIES = MetricSpec(
-    prom.Counter,
-    "custom_scheduler_bind_retries_total",
-    "Binding API calls retried after a transient failure (429, 5xx, connection errors).",
-    ("profile",),
-)
-WATCH_RESTARTS = MetricSpec(
-    prom.Counter,
-    "custom_scheduler_watch_restarts_total",
-    "Watches re-opened, by resource and reason (e.g. 'expired' for 410, 'timeout', 'error', 'closed').",
-    ("resource", "reason"),
-)
-RELISTS = MetricSpec(
-    prom.Counter,
-    "custom_scheduler_relists_total",
-    "Full LISTs after the initial one (after 410 Gone or a broken watch), by resource.",
-    ("resource",),
-)
-EVENTS_DROPPED = MetricSpec(
-    prom.Counter,
-    "custom_scheduler_events_dropped_total",
-    "Kubernetes Events not written because the event queue was full or the write failed.",
-)
-LEADER = MetricSpec(
-    prom.Gauge, "custom_scheduler_leader", "1 while this replica holds the leader Lease (and schedules), else 0."
-)
-CONFIG_RELOAD_FAILURES = MetricSpec(
-    prom.Counter,
-    "custom_scheduler_config_reload_failures_total",
-    "Configuration reloads rejected (invalid file); the previous configuration stays in force.",
-)
+def attempts_label(attempts: int) -> str:
+    return f"{MAX_ATTEMPTS_LABEL}+" if attempts >= MAX_ATTEMPTS_LABEL else str(attempts)
 
 
 class Metrics:
@@ -193,24 +79,37 @@ class Metrics:
             prom.ProcessCollector(registry=r)
             prom.PlatformCollector(registry=r)
             prom.GCCollector(registry=r)
-        self.schedule_attempts = SCHEDULE_ATTEMPTS.build(r)
-        self.scheduling_attempt_duration = SCHEDULING_ATTEMPT_DURATION.build(r)
-        self.pending_pods = PENDING_PODS.build(r)
+        self.schedule_attempts = ms.SCHEDULE_ATTEMPTS.build(r)
+        self.scheduling_attempt_duration = ms.SCHEDULING_ATTEMPT_DURATION.build(r)
+        self.scheduling_algorithm_duration = ms.SCHEDULING_ALGORITHM_DURATION.build(r)
+        self.pending_pods = ms.PENDING_PODS.build(r)
         for queue in QUEUES:
             self.pending_pods.labels(queue=queue).set(0)
-        self.preemption_attempts = PREEMPTION_ATTEMPTS.build(r)
-        self.preemption_victims = PREEMPTION_VICTIMS.build(r)
-        self.extension_point_duration = EXTENSION_POINT_DURATION.build(r)
-        self.plugin_execution_duration = PLUGIN_EXECUTION_DURATION.build(r)
-        self.podgroup_schedule_attempts = PODGROUP_SCHEDULE_ATTEMPTS.build(r)
-        self.podgroup_scheduling_attempt_duration = PODGROUP_SCHEDULING_ATTEMPT_DURATION.build(r)
-        self.binding_duration = BINDING_DURATION.build(r)
-        self.bind_retries = BIND_RETRIES.build(r)
-        self.watch_restarts = WATCH_RESTARTS.build(r)
-        self.relists = RELISTS.build(r)
-        self.events_dropped = EVENTS_DROPPED.build(r)
-        self.leader = LEADER.build(r)
-        self.config_reload_failures = CONFIG_RELOAD_FAILURES.build(r)
+        self.preemption_attempts = ms.PREEMPTION_ATTEMPTS.build(r)
+        self.preemption_victims = ms.PREEMPTION_VICTIMS.build(r)
+        self.pod_scheduling_attempts = ms.POD_SCHEDULING_ATTEMPTS.build(r)
+        self.pod_scheduling_sli_duration = ms.POD_SCHEDULING_SLI_DURATION.build(r)
+        self.extension_point_duration = ms.EXTENSION_POINT_DURATION.build(r)
+        self.plugin_execution_duration = ms.PLUGIN_EXECUTION_DURATION.build(r)
+        self.permit_wait_duration = ms.PERMIT_WAIT_DURATION.build(r)
+        self.podgroup_schedule_attempts = ms.PODGROUP_SCHEDULE_ATTEMPTS.build(r)
+        self.podgroup_scheduling_attempt_duration = ms.PODGROUP_SCHEDULING_ATTEMPT_DURATION.build(r)
+        self.rest_requests = ms.REST_REQUESTS.build(r)
+        self.rest_request_duration = ms.REST_REQUEST_DURATION.build(r)
+        self.rest_rate_limiter_duration = ms.REST_RATE_LIMITER_DURATION.build(r)
+        self.leader_election_master_status = ms.LEADER_ELECTION_MASTER_STATUS.build(r)
+        self.leader_election_slowpath = ms.LEADER_ELECTION_SLOWPATH.build(r)
+        self.binding_duration = ms.BINDING_DURATION.build(r)
+        self.bind_retries = ms.BIND_RETRIES.build(r)
+        self.watch_restarts = ms.WATCH_RESTARTS.build(r)
+        self.relists = ms.RELISTS.build(r)
+        self.events_dropped = ms.EVENTS_DROPPED.build(r)
+        self.leader = ms.LEADER.build(r)
+        self.config_reload_failures = ms.CONFIG_RELOAD_FAILURES.build(r)
+        self.framework = FrameworkMetrics(self)
+        self.rest_client = RestClientMetrics(self)
+        self.scrape_time = ScrapeTime(self.framework)
+        r.register(self.scrape_time)
         self._pending_source: Callable[[], Mapping[str, int]] | None = None
 
     # -- hooks for the rest of the daemon -------------------------------------------------------
@@ -219,12 +118,22 @@ class Metrics:
         return MetricsObserver(self)
 
     def track_pending(self, source: Callable[[], Mapping[str, int]]) -> None:
-        """Refresh ``scheduler_pending_pods`` from ``source`` (e.g. ``queue.pending_counts``) at every scrape.
-
-        Reading the queue sizes when Prometheus asks keeps the gauge exact without a timer thread
-        or a hook on every queue operation.
-        """
+        """Refresh ``scheduler_pending_pods`` from ``source`` (e.g. ``queue.pending_counts``) at every scrape."""
         self._pending_source = source
+
+    def track_queue(
+        self,
+        incoming: Callable[[], Mapping[tuple[str, str], int]],
+        unschedulable: Callable[[], Mapping[tuple[str, str], int]],
+    ) -> None:
+        """Read ``scheduler_queue_incoming_pods_total`` and ``scheduler_unschedulable_pods`` from the
+        queue at every scrape (``incoming_counts``, ``unschedulable_reasons``)."""
+        self.scrape_time.incoming = incoming
+        self.scrape_time.unschedulable = unschedulable
+
+    def track_binding(self, in_flight: Callable[[], int]) -> None:
+        """Read ``scheduler_goroutines{operation="binding"}`` (binding cycles in flight) at every scrape."""
+        self.scrape_time.binding = in_flight
 
     def _refresh(self) -> None:
         source = self._pending_source
@@ -232,8 +141,14 @@ class Metrics:
             MetricsObserver(self).pending(source())
 
     def set_leader(self, leading: bool) -> None:
-        """Hook for :class:`~custom_scheduler.server.leader.LeaderElector`'s ``on_leader_change``."""
+        """Hook for :class:`~custom_scheduler.server.leader.LeaderElector`'s ``on_leader_change``:
+        ``custom_scheduler_leader`` and client-go's ``leader_election_master_status``."""
         self.leader.set(1 if leading else 0)
+        self.leader_election_master_status.labels(name=LEADER_ELECTION_NAME).set(1 if leading else 0)
+
+    def leader_slow_path(self) -> None:
+        """The leader renewed its Lease by the slow path (GET, then PUT)."""
+        self.leader_election_slowpath.labels(name=LEADER_ELECTION_NAME).inc()
 
     def watch_restart(self, resource: str, reason: str) -> None:
         self.watch_restarts.labels(resource=resource, reason=reason).inc()
@@ -246,19 +161,6 @@ class Metrics:
 
     def config_reload_failed(self) -> None:
         self.config_reload_failures.inc()
-
-    def preemption_attempt(self, victims: int) -> None:
-        """One PostFilter preemption attempt that selected ``victims`` pods (0 if none)."""
-        self.preemption_attempts.inc()
-        self.preemption_victims.observe(victims)
-
-    def extension_point(self, extension_point: str, status: str, profile: str, seconds: float) -> None:
-        labels = {"extension_point": extension_point, "status": status, "profile": profile}
-        self.extension_point_duration.labels(**labels).observe(seconds)
-
-    def plugin_execution(self, plugin: str, extension_point: str, status: str, seconds: float) -> None:
-        labels = {"plugin": plugin, "extension_point": extension_point, "status": status}
-        self.plugin_execution_duration.labels(**labels).observe(seconds)
 
     # -- exposition -------------------------------------------------------------------------------
     def render(self, accept: str = "") -> tuple[bytes, str]:
@@ -279,12 +181,15 @@ class Metrics:
 class MetricsObserver(Observer):
     """The scheduling loop's hooks, recording into a :class:`Metrics`."""
 
+    samples_plugins = True
+
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         # Labelled children by label values: ``labels()`` validates and locks on every call, and
         # these hooks run for every pod.
         self._attempts: dict[tuple[str, str], tuple[prom.Counter, prom.Histogram]] = {}
         self._binds: dict[str, prom.Histogram] = {}
+        self._sli: dict[str, prom.Histogram] = {}
 
     def attempt(self, profile: str, result: str, seconds: float) -> None:
         children = self._attempts.get((profile, result))
@@ -296,6 +201,19 @@ class MetricsObserver(Observer):
             )
         children[0].inc()
         children[1].observe(seconds)
+
+    def algorithm(self, seconds: float) -> None:
+        self.metrics.scheduling_algorithm_duration.observe(seconds)
+
+    def pod_scheduled(self, profile: str, attempts: int, since_first_attempt: float | None) -> None:
+        self.metrics.pod_scheduling_attempts.observe(attempts)
+        if since_first_attempt is None:
+            return
+        label = attempts_label(attempts)
+        sli = self._sli.get(label)
+        if sli is None:
+            sli = self._sli[label] = self.metrics.pod_scheduling_sli_duration.labels(attempts=label)
+        sli.observe(since_first_attempt)
 
     def bound(self, profile: str, seconds: float, retries: int) -> None:
         duration = self._binds.get(profile)
@@ -321,3 +239,141 @@ class MetricsObserver(Observer):
         for queue, n in counts.items():
             if queue not in QUEUES:
                 gauge.labels(queue=queue).set(n)
+
+
+class FrameworkMetrics(ins.Recorder):
+    """The frameworks' :class:`~custom_scheduler.framework.instrument.Recorder`: extension point
+    and plugin timings into their histograms (children cached), plugin evaluations as plain
+    integers that :class:`ScrapeTime` exports, so a cycle pays a dictionary addition per plugin.
+
+    Evaluations come from the scheduling thread only (PreFilter to Score), so their tally needs no
+    lock; a scrape copies it (one C-level copy under the GIL)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._points: dict[tuple[str, Code, str], prom.Histogram] = {}
+        self._plugins: dict[tuple[str, str, Code], prom.Histogram] = {}
+        self._waits: dict[Code, prom.Histogram] = {}
+        self.tally: dict[tuple[str, str, str], int] = {}
+
+    def extension_point(self, point: str, code: Code, profile: str, seconds: float) -> None:
+        key = (point, code, profile)
+        child = self._points.get(key)
+        if child is None:
+            child = self._points[key] = self.metrics.extension_point_duration.labels(
+                extension_point=point, status=ins.CODE_LABELS[code], profile=profile
+            )
+        child.observe(seconds)
+
+    def plugin_duration(self, plugin: str, point: str, code: Code, seconds: float) -> None:
+        key = (plugin, point, code)
+        child = self._plugins.get(key)
+        if child is None:
+            child = self._plugins[key] = self.metrics.plugin_execution_duration.labels(
+                plugin=plugin, extension_point=point, status=ins.CODE_LABELS[code]
+            )
+        child.observe(seconds)
+
+    def evaluations(self, point: str, profile: str, counts: Iterable[tuple[str, int]]) -> None:
+        tally = self.tally
+        for plugin, n in counts:
+            if n:
+                key = (plugin, point, profile)
+                tally[key] = tally.get(key, 0) + n
+
+    def permit_wait(self, code: Code, seconds: float) -> None:
+        child = self._waits.get(code)
+        if child is None:
+            child = self._waits[code] = self.metrics.permit_wait_duration.labels(result=ins.CODE_LABELS[code])
+        child.observe(seconds)
+
+
+class RestClientMetrics(RequestObserver):
+    """client-go's ``rest_client_*`` for :class:`~custom_scheduler.kube.client.KubeClient`: the
+    host label is the API server's ``host:port``, the verb the HTTP method, the code the status
+    (``<error>`` when no response came), as component-base records them."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._hosts: dict[str, str] = {}
+        self._results: dict[tuple[str, str, str], prom.Counter] = {}
+        self._latency: dict[tuple[str, str], prom.Histogram] = {}
+        self._throttle: dict[tuple[str, str], prom.Histogram] = {}
+
+    def _host(self, base: str) -> str:
+        host = self._hosts.get(base)
+        if host is None:
+            host = self._hosts[base] = urlsplit(base).netloc or "none"
+        return host
+
+    def result(self, verb: str, base: str, code: str) -> None:
+        key = (code, verb, base)
+        child = self._results.get(key)
+        if child is None:
+            host = self._host(base)
+            child = self._results[key] = self.metrics.rest_requests.labels(code=code, method=verb, host=host)
+        child.inc()
+
+    def latency(self, verb: str, base: str, seconds: float) -> None:
+        key = (verb, base)
+        child = self._latency.get(key)
+        if child is None:
+            child = self._latency[key] = self.metrics.rest_request_duration.labels(verb=verb, host=self._host(base))
+        child.observe(seconds)
+
+    def throttled(self, verb: str, base: str, seconds: float) -> None:
+        key = (verb, base)
+        child = self._throttle.get(key)
+        if child is None:
+            child = self._throttle[key] = self.metrics.rest_rate_limiter_duration.labels(
+                verb=verb, host=self._host(base)
+            )
+        child.observe(seconds)
+
+
+class ScrapeTime(Collector):
+    """The families read from their sources when Prometheus scrapes: the queue's incoming and
+    unschedulable counts, binding cycles in flight, the framework's evaluation tally, threads.
+
+    A (plugin, profile) pair of ``scheduler_unschedulable_pods`` once seen stays, at 0 when no pod
+    carries it, as upstream's gauge child does after its decrements."""
+
+    def __init__(self, framework: FrameworkMetrics) -> None:
+        self.framework = framework
+        self.incoming: Callable[[], Mapping[tuple[str, str], int]] | None = None
+        self.unschedulable: Callable[[], Mapping[tuple[str, str], int]] | None = None
+        self.binding: Callable[[], int] | None = None
+        self._seen_reasons: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        incoming = self.incoming() if self.incoming is not None else {}
+        reasons = self.unschedulable() if self.unschedulable is not None else {}
+        with self._lock:
+            self._seen_reasons.update(reasons)
+            seen = sorted(self._seen_reasons)
+        fam_incoming, fam_unschedulable, fam_goroutines, fam_evaluations, fam_threads = self._families()
+        for (queue, event), n in sorted(incoming.items()):
+            fam_incoming.add_metric([queue, event], n)
+        for key in seen:
+            fam_unschedulable.add_metric(list(key), reasons.get(key, 0))
+        if self.binding is not None:
+            fam_goroutines.add_metric(["binding"], self.binding())
+        for (plugin, point, profile), n in sorted(dict(self.framework.tally).items()):
+            fam_evaluations.add_metric([plugin, point, profile], n)
+        fam_threads.add_metric([], threading.active_count())
+        return fam_incoming, fam_unschedulable, fam_goroutines, fam_evaluations, fam_threads
+
+    @staticmethod
+    def _families() -> tuple[CounterMetricFamily | GaugeMetricFamily, ...]:
+        specs = (ms.QUEUE_INCOMING_PODS, ms.UNSCHEDULABLE_PODS, ms.GOROUTINES, ms.PLUGIN_EVALUATION, ms.THREADS)
+        return tuple(_family(spec) for spec in specs)
+
+
+def _family(spec: ms.FamilySpec) -> CounterMetricFamily | GaugeMetricFamily:
+    if spec.kind == "counter":
+        return CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+    return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)

@@ -57,6 +57,7 @@ from custom_scheduler.api.model import Pod, pod_from_json
 from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core.algorithm import Algorithm, ScheduleResult
 from custom_scheduler.core.cycle import run_post_filter
+from custom_scheduler.framework.extender import Extenders
 from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.framework.interface import FilterPlugin, PostFilterResult
 from custom_scheduler.framework.profiles import build_frameworks
@@ -331,6 +332,7 @@ def offline_frameworks(
         event_sink=event_sink,
         activator=activator,
         permit_clock=permit_clock,
+        extenders=Extenders.build(cfg.extenders),  # the daemon's answer includes them: called here too
     )
 
 

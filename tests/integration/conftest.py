@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,65 @@ def crd(kube: KubeClient) -> Iterator[Callable[[], None]]:
 
     # Removing a CRD deletes its objects first.
     cluster.wait_for(gone, timeout=60, what="the CRD to be removed")
+
+
+@pytest.fixture
+def metrics_reader_token(kube: KubeClient, namespace: str) -> Iterator[str]:
+    """A token (TokenRequest) for the ServiceAccount ``<namespace>/prometheus``, bound to the
+    manifests' metrics-reader ClusterRole (``/metrics`` only) as the README tells a Prometheus
+    operator to do."""
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus"}},
+    )
+    request = kube.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/prometheus/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
+    )
+    binding = f"metrics-reader-{namespace}"
+    kube.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "custom-scheduler-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+        },
+    )
+    try:
+        yield str(request["status"]["token"])
+    finally:
+        with contextlib.suppress(api_errors.NotFound):
+            kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
+
+
+@pytest.fixture
+def priority_class(kube: KubeClient) -> Iterator[Callable[..., str]]:
+    """``priority_class(value, never=False)`` creates a PriorityClass with a unique name (with
+    ``preemptionPolicy: Never`` when ``never``) and returns the name; all are deleted afterwards."""
+    created: list[str] = []
+    suffix = uuid.uuid4().hex[:6]
+
+    def make(value: int, *, never: bool = False) -> str:
+        name = f"pc-{suffix}-{value}{'-never' if never else ''}"
+        body: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        if never:
+            body["preemptionPolicy"] = "Never"
+        cluster.create_priority_class(kube, body)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        with contextlib.suppress(api_errors.KubeError):
+            kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")

@@ -20,7 +20,7 @@ from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.server.app import App
-from tests.builders import NodeBuilder
+from tests.builders import NodeBuilder, PodBuilder
 
 
 @dataclass(frozen=True)
@@ -107,3 +107,10 @@ class Env:
     def failed_scheduling(self, name: str) -> list[str]:
         """The notes of the FailedScheduling events about pod ``name`` (empty while there are none)."""
         return [str(e.get("note") or "") for e in self.events("FailedScheduling", about=name)]
+
+
+def with_class(b: PodBuilder, priority_class: str) -> dict[str, Any]:
+    """The pod of ``b`` with ``spec.priorityClassName`` set (the API server resolves the value)."""
+    obj: dict[str, Any] = b.obj()
+    obj["spec"]["priorityClassName"] = priority_class
+    return obj

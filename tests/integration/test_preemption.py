@@ -9,55 +9,20 @@ There is no kubelet: gracefully deleted victims stay Terminating until the test 
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient
-from tests.builders import PodBuilder, make_node, make_pod
-from tests.integration.env import Env
+from tests.builders import make_node, make_pod
+from tests.integration.env import Env, with_class
 
 # Part of the integration smoke that CI also runs on the oldest supported Kubernetes.
 pytestmark = pytest.mark.smoke
 
 PriorityClasses = Callable[..., str]
-
-
-@pytest.fixture
-def priority_class(kube: KubeClient) -> Iterator[PriorityClasses]:
-    """Create PriorityClasses with unique names; delete them afterwards."""
-    created: list[str] = []
-    suffix = uuid.uuid4().hex[:6]
-
-    def make(value: int, *, never: bool = False) -> str:
-        name = f"pc-{suffix}-{value}{'-never' if never else ''}"
-        body: dict[str, Any] = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        if never:
-            body["preemptionPolicy"] = "Never"
-        cluster.create_priority_class(kube, body)
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        with contextlib.suppress(api_errors.KubeError):
-            kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
-
-
-def with_class(b: PodBuilder, priority_class: str) -> dict[str, Any]:
-    obj = b.obj()
-    obj["spec"]["priorityClassName"] = priority_class
-    return obj
 
 
 def condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:

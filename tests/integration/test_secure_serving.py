@@ -15,7 +15,6 @@ and no urllib3 ``InsecureRequestWarning``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -32,7 +31,6 @@ import pytest
 from custom_scheduler import config
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ADMIN_TOKEN_USER, ControlPlane, free_port
-from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.plugins.builtin import full_registry
 from custom_scheduler.server.app import App
@@ -84,42 +82,8 @@ def daemon(control_plane: ControlPlane) -> Iterator[Daemon]:
     assert result == [0]
 
 
-@pytest.fixture
-def prometheus_token(kube: KubeClient, namespace: str) -> Iterator[str]:
-    """A ServiceAccount token (TokenRequest) for ``<namespace>/prometheus``, bound to the
-    manifests' metrics-reader ClusterRole as the README tells a Prometheus operator to do."""
-    kube.post(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus"}},
-    )
-    request = kube.post(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/prometheus/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
-    )
-    binding = f"metrics-reader-{namespace}"
-    kube.post(
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": binding},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "custom-scheduler-metrics-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
-        },
-    )
-    try:
-        yield str(request["status"]["token"])
-    finally:
-        with contextlib.suppress(api_errors.NotFound):
-            kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
-
-
 def test_metrics_need_a_token_the_api_server_authorizes(
-    control_plane: ControlPlane, daemon: Daemon, prometheus_token: str
+    control_plane: ControlPlane, daemon: Daemon, metrics_reader_token: str
 ) -> None:
     """401 without a token or with an unknown one, 403 for an identity without the RBAC, 200 with
     the metrics for the bound ServiceAccount and for system:masters."""
@@ -128,7 +92,7 @@ def test_metrics_need_a_token_the_api_server_authorizes(
         ("anonymous", None, 401),
         ("unknown token", "not-a-token-" + uuid.uuid4().hex, 401),
         ("authenticated, no RBAC", control_plane.tokens["nobody"], 403),
-        ("bound ServiceAccount", prometheus_token, 200),
+        ("bound ServiceAccount", metrics_reader_token, 200),
         ("system:masters", control_plane.tokens[ADMIN_TOKEN_USER], 200),
     ]
     for who, token, status in cases:

@@ -6,13 +6,15 @@ profile's filters and PreFilter extensions). Nothing talks to the API server, so
 ``simulate`` and the unit tests run the exact code the daemon runs.
 
 **Victims on one node** (:func:`select_victims_on_node`, on a copy of the node and of the cycle
-state): remove every pod whose priority is *strictly lower* than the preemptor's, telling the
-PreFilter extensions so their precomputed state (spread counts, affinity counts) follows; if the
-preemptor still does not pass the filters (nominated pods accounted) the node cannot help. Otherwise
-add the removed pods back one by one, most important first (higher priority, then earlier start),
-first those whose eviction would violate a PodDisruptionBudget and then the rest; a pod that breaks
-the fit when added back is a victim, every other one is reprieved. The result is a minimal set in the
-sense kube-scheduler means: a more important pod is never evicted when a less important one would do.
+state): a victim is a pod, or every pod of a ``disruptionMode: all`` PodGroup (:mod:`.units`, 1.37's
+workload-aware preemption). Remove every victim whose priority is *strictly lower* than the
+preemptor's, telling the PreFilter extensions so their precomputed state (spread counts, affinity
+counts) follows; if the preemptor still does not pass the filters (nominated pods accounted) the
+node cannot help. Otherwise add the removed victims back one by one, most important first (higher
+priority, a group before a pod, more pods, earlier start), first those whose eviction would violate
+a PodDisruptionBudget and then the rest; a victim that breaks the fit when added back is evicted,
+every other one is reprieved. The result is a minimal set in the sense kube-scheduler means: a more
+important victim is never evicted when a less important one would do.
 
 **Dry run** (:func:`dry_run_preemption`): candidate nodes are visited from a random offset, and the
 search stops once ``num_candidates`` nodes can be freed and at least one of them violates no PDB.
@@ -33,6 +35,10 @@ from dataclasses import dataclass
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
 from custom_scheduler.framework.interface import DryRunner
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
+from custom_scheduler.plugins.preemption.units import Victim, VictimIndex
+
+#: The NodeInfo of another node of the snapshot, by name (for a group victim's pods there).
+RemoteNodes = Callable[[str], NodeInfo | None]
 
 #: Status reason of a node with no pod of lower priority than the preemptor.
 ERR_REASON_NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -70,27 +76,95 @@ def importance_key(now: float) -> Callable[[Pod], tuple[int, float]]:
 def split_by_pdb_violation(pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
     """Split ``pods`` (order kept) into those whose eviction would violate a PDB and the others.
 
-    Evictions are counted cumulatively in the given order: each matching PDB (same namespace,
-    non-empty selector, pod not already in ``disruptedPods``) loses one allowed disruption per pod,
-    and a pod is violating when one of its PDBs goes below zero.
-    """
-    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    Evictions are counted cumulatively in the given order (see :func:`_pdb_counter`)."""
+    violates = _pdb_counter(pdbs)
     violating: list[Pod] = []
     others: list[Pod] = []
     for pod in pods:
-        violated = False
-        if pod.labels:  # a pod without labels matches no PDB
-            for i, pdb in enumerate(pdbs):
-                if pdb.namespace != pod.namespace or pod.name in pdb.disrupted_pods:
-                    continue
-                sel = pdb.selector
-                if sel.is_empty or not sel.matches(pod.labels):
-                    continue
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    violated = True
-        (violating if violated else others).append(pod)
+        (violating if violates(pod) else others).append(pod)
     return violating, others
+
+
+def split_victims_by_pdb_violation(
+    victims: Iterable[Victim], pdbs: Sequence[PodDisruptionBudget]
+) -> tuple[list[tuple[Victim, int]], list[Victim]]:
+    """Split victims (order kept) into those with a pod whose eviction would violate a PDB, each
+    with its number of such pods, and the others. A victim is atomic: one violating pod makes the
+    whole victim violating (upstream's ``FilterVictimsWithPDBViolation``)."""
+    violates = _pdb_counter(pdbs)
+    violating: list[tuple[Victim, int]] = []
+    others: list[Victim] = []
+    for v in victims:
+        n = sum(1 for p in v.pods if violates(p))
+        if n:
+            violating.append((v, n))
+        else:
+            others.append(v)
+    return violating, others
+
+
+def _pdb_counter(pdbs: Sequence[PodDisruptionBudget]) -> Callable[[Pod], bool]:
+    """A predicate that counts one eviction per call: each matching PDB (same namespace, non-empty
+    selector, pod not already in ``disruptedPods``) loses one allowed disruption, and the pod is
+    violating when one of its PDBs goes below zero (the PDBs after it are then not charged)."""
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+
+    def violates(pod: Pod) -> bool:
+        if not pod.labels:  # a pod without labels matches no PDB
+            return False
+        for i, pdb in enumerate(pdbs):
+            if pdb.namespace != pod.namespace or pod.name in pdb.disrupted_pods:
+                continue
+            sel = pdb.selector
+            if sel.is_empty or not sel.matches(pod.labels):
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                return True
+        return False
+
+    return violates
+
+
+class _Moves:
+    """Removing and adding back one victim on the dry run's node copy: its pods on that node leave
+    the copy; every pod (also those on other nodes, whose NodeInfos are not modified) is reported
+    to the PreFilter extensions so their precomputed state follows (upstream's removeVictim)."""
+
+    def __init__(
+        self, runner: DryRunner, state: CycleState, pod: Pod, node_info: NodeInfo, remote: RemoteNodes
+    ) -> None:
+        self.runner, self.state, self.pod, self.node_info, self.remote = runner, state, pod, node_info, remote
+
+    def _where(self, name: str) -> NodeInfo | None:
+        return self.node_info if name == self.node_info.name else self.remote(name)
+
+    def remove(self, v: Victim) -> Status:
+        for name, p in v.members:
+            ni = self._where(name)
+            if ni is None:
+                continue
+            if ni is self.node_info:
+                ni.remove_pod(p)
+            st = self.runner.run_pre_filter_extension_remove_pod(self.state, self.pod, p, ni)
+            if not st.is_success:
+                return _as_error(st, f"removing pod {p.key} from node {name}")
+        return SUCCESS
+
+    def add(self, v: Victim) -> Status:
+        for name, p in v.members:
+            ni = self._where(name)
+            if ni is None:
+                continue
+            if ni is self.node_info:
+                ni.add_pod(p)
+            st = self.runner.run_pre_filter_extension_add_pod(self.state, self.pod, p, ni)
+            if not st.is_success:
+                return _as_error(st, f"adding pod {p.key} back to node {name}")
+        return SUCCESS
+
+    def fits(self) -> Status:
+        return self.runner.run_filter_with_nominated(self.state, self.pod, self.node_info)
 
 
 def select_victims_on_node(
@@ -101,55 +175,59 @@ def select_victims_on_node(
     pdbs: Sequence[PodDisruptionBudget],
     *,
     now: float | None = None,
+    index: VictimIndex | None = None,
+    remote: RemoteNodes | None = None,
 ) -> tuple[Victims | None, Status]:
-    """The fewest, least important pods to evict from ``node_info`` so that ``pod`` fits.
+    """The fewest, least important victims to evict from ``node_info`` so that ``pod`` fits.
 
-    ``state`` and ``node_info`` are modified: pass copies. Returns ``(victims, SUCCESS)``, or
-    ``(None, status)`` with UnschedulableAndUnresolvable when no pod has a lower priority, the
-    filters' status when the pod does not fit even with all of them gone, or an ERROR status when a
-    PreFilter extension failed.
+    Victims are units (:mod:`.units`): a pod, or every pod of a ``disruptionMode: all`` PodGroup
+    (``index`` finds them; by default every pod is its own victim). ``remote`` gives the NodeInfo
+    of another node a group victim also runs on. ``state`` and ``node_info`` are modified: pass
+    copies. Returns ``(victims, SUCCESS)`` with the victims' pods, or ``(None, status)`` with
+    UnschedulableAndUnresolvable when no victim has a lower priority, the filters' status when the
+    pod does not fit even with all of them gone, or an ERROR status when a PreFilter extension
+    failed.
     """
     now = time.time() if now is None else now
-    potential = [p for p in node_info.pods.values() if p.priority < pod.priority]
+    index = index if index is not None else VictimIndex(_no_group, (), now)
+    # A pod of a PodGroup preempts with its group's priority, as upstream's pod-group preemptor:
+    # so its own group's placed pods (same priority) are never its victims.
+    preemptor = index.priority(pod)
+    potential = [v for v in index.on_node(node_info) if v.priority < preemptor]
     if not potential:
         return None, Status.unresolvable(ERR_REASON_NO_VICTIMS)
-
-    def remove(p: Pod) -> Status:
-        node_info.remove_pod(p)
-        return runner.run_pre_filter_extension_remove_pod(state, pod, p, node_info)
-
-    def add(p: Pod) -> Status:
-        node_info.add_pod(p)
-        return runner.run_pre_filter_extension_add_pod(state, pod, p, node_info)
-
-    for p in potential:
-        st = remove(p)
-        if not st.is_success:
-            return None, _as_error(st, f"removing pod {p.key} from node {node_info.name}")
-    st = runner.run_filter_with_nominated(state, pod, node_info)
+    moves = _Moves(runner, state, pod, node_info, remote or _no_node)
+    for v in potential:
+        if not (st := moves.remove(v)).is_success:
+            return None, st
+    st = moves.fits()
     if not st.is_success:
         return None, st
 
-    key = importance_key(now)
-    potential.sort(key=key)
-    violating, others = split_by_pdb_violation(potential, pdbs)
-    victims: list[Pod] = []
+    potential.sort(key=Victim.importance)
+    violating, others = split_victims_by_pdb_violation(potential, pdbs)
+    victims: list[Victim] = []
     num_violations = 0
-    for group_violates, group in ((True, violating), (False, others)):
-        for p in group:
-            st = add(p)
-            if not st.is_success:
-                return None, _as_error(st, f"adding pod {p.key} back to node {node_info.name}")
-            if runner.run_filter_with_nominated(state, pod, node_info).is_success:
-                continue  # reprieved
-            st = remove(p)
-            if not st.is_success:
-                return None, _as_error(st, f"removing pod {p.key} from node {node_info.name}")
-            victims.append(p)
-            num_violations += group_violates
+    for v, violations in [*violating, *((v, 0) for v in others)]:
+        if not (st := moves.add(v)).is_success:
+            return None, st
+        if moves.fits().is_success:
+            continue  # reprieved
+        if not (st := moves.remove(v)).is_success:
+            return None, st
+        victims.append(v)
+        num_violations += violations
     if violating and others:
-        victims.sort(key=key)  # keep the most important first across both groups
-    return Victims(tuple(victims), num_violations), SUCCESS
+        victims.sort(key=Victim.importance)  # keep the most important first across both groups
+    return Victims(tuple(p for v in victims for p in v.pods), num_violations), SUCCESS
+
+
+def _no_group(_: Pod) -> None:
+    return None
+
+
+def _no_node(_: str) -> None:
+    return None
 
 
 def _as_error(st: Status, what: str) -> Status:
@@ -175,6 +253,8 @@ def dry_run_preemption(
     wanted: int,
     *,
     now: float | None = None,
+    index: VictimIndex | None = None,
+    remote: RemoteNodes | None = None,
 ) -> tuple[list[Candidate], dict[str, Status]]:
     """Select victims on the potential nodes, visited from ``offset`` (wrapping), on copies.
 
@@ -183,17 +263,21 @@ def dry_run_preemption(
     and the status of every visited node that cannot be freed.
     """
     now = time.time() if now is None else now
+    index = index if index is not None else VictimIndex(_no_group, (), now)
+    preemptor = index.priority(pod)
     clean: list[Candidate] = []
     violating: list[Candidate] = []
     statuses: dict[str, Status] = {}
     n = len(potential_nodes)
     for i in range(n):
         ni = potential_nodes[(offset + i) % n]
-        if not any(p.priority < pod.priority for p in ni.pods.values()):
+        if not any(index.priority(p) < preemptor for p in ni.pods.values()):
             # Nothing to evict: no need to copy the node.
             statuses[ni.name] = Status.unresolvable(ERR_REASON_NO_VICTIMS)
             continue
-        victims, st = select_victims_on_node(runner, state.clone(), pod, ni.clone(), pdbs, now=now)
+        victims, st = select_victims_on_node(
+            runner, state.clone(), pod, ni.clone(), pdbs, now=now, index=index, remote=remote
+        )
         if victims is not None and st.is_success and victims.pods:
             group = clean if victims.num_pdb_violations == 0 else violating
             if len(group) < wanted:

@@ -90,7 +90,10 @@ CASES = [
     pytest.param("healthzBindAddress: ':99999'\n", {"healthzBindAddress"}, "host:port", id="bind-port-range"),
     pytest.param("metricsBindAddress: ':10251'\n", {"metricsBindAddress"}, "healthzBindAddress", id="metrics-hint"),
     pytest.param(
-        "extenders: [{urlPrefix: 'http://x'}]\n", {"extenders"}, "extenders are not supported", id="extenders"
+        "extenders: [{urlPrefix: 'http://x', prioritizeVerb: p}]\n",
+        {"extenders[0].weight"},
+        "must have a positive weight applied to it",
+        id="extenders",
     ),
     pytest.param("extenders: {}\n", {"extenders"}, "expected a list", id="extenders-type"),
     pytest.param("parallelism: 4\nparallelism: 8\n", {"parallelism"}, "duplicate field", id="duplicate-key"),
@@ -199,23 +202,27 @@ CASES = [
         "enabled twice at multiPoint",
         id="duplicate-multipoint",
     ),
+    # Weights: any int32 (upstream validates none); its framework's overflow guard, in int64
+    # arithmetic, refuses a score plugin after a negative running total.
     pytest.param(
-        "profiles: [{plugins: {score: {enabled: [{name: ImageLocality}, {name: CustomScore, weight: -1}]}}}]\n",
-        {"profiles[0].plugins.score.enabled[1].weight"},
-        "between 0 and 100",
-        id="weight-negative",
+        "profiles: [{plugins: {score: {enabled: [{name: CustomScore, weight: -1}]}}}]\n",
+        {"profiles[0].plugins"},
+        "score plugins: total score of Score plugins could overflow",
+        id="weight-negative-then-more-score-plugins",
     ),
     pytest.param(
-        "profiles: [{plugins: {score: {enabled: [{name: ImageLocality}, {name: CustomScore, weight: 101}]}}}]\n",
+        "profiles: [{plugins: {score: {enabled: [{name: ImageLocality}, {name: CustomScore, weight: 3000000000}]}}}]\n",
         {"profiles[0].plugins.score.enabled[1].weight"},
-        "between 0 and 100",
-        id="weight-too-high",
+        "json: cannot unmarshal number 3000000000 into Go struct field Plugin.profiles.plugins.score.enabled.weight"
+        " of type int32",
+        id="weight-beyond-int32",
     ),
     pytest.param(
-        "profiles: [{plugins: {multiPoint: {enabled: [{name: CustomScore, weight: 500}]}}}]\n",
+        "profiles: [{plugins: {multiPoint: {enabled: [{name: CustomScore, weight: 1.5}]}}}]\n",
         {"profiles[0].plugins.multiPoint.enabled[0].weight"},
-        "between 0 and 100",
-        id="multipoint-weight",
+        "json: cannot unmarshal number 1.5 into Go struct field Plugin.profiles.plugins.multiPoint.enabled.weight"
+        " of type int32",
+        id="multipoint-weight-not-integer",
     ),
     pytest.param(
         "profiles: [{plugins: {queueSort: {enabled: [{name: FifoSort}]}}}]\n",
@@ -349,7 +356,7 @@ profiles:
   plugins:
     score:
       enabled:
-      - {name: ImageLocality, weight: 200}
+      - {name: ImageLocality, weight: 2147483648}
       - {name: Missing}
   pluginConfig:
   - {name: NodeResourcesFit, args: {scoringStrategy: {type: X}}}
@@ -361,7 +368,7 @@ profiles:
         "parallelism",
         "clientConnection.qps",
         "leaderElection.leaseDuration",
-        "extenders",
+        "extenders[0].urlPrefix",
         "bogus",
         "profiles[0].plugins.score.enabled[0].weight",
         "profiles[0].plugins.score.enabled[1].name",

@@ -234,7 +234,10 @@ def test_rendered_shape(load: Load) -> None:
     assert profile["plugins"]["score"]["enabled"][0] == {"name": "TaintToleration", "weight": 3}
     assert profile["plugins"]["filter"]["enabled"][0] == {"name": "NodeName"}
     assert profile["plugins"]["filter"]["disabled"] == [{"name": "*"}]
-    assert profile["plugins"]["preEnqueue"] == {"enabled": [{"name": "SchedulingGates"}], "disabled": [{"name": "*"}]}
+    assert profile["plugins"]["preEnqueue"] == {
+            "enabled": [{"name": "SchedulingGates"}, {"name": "GangScheduling"}],
+            "disabled": [{"name": "*"}],
+        }
     assert list(profile["plugins"])[:2] == ["preEnqueue", "queueSort"]
     fit = next(c for c in profile["pluginConfig"] if c["name"] == "NodeResourcesFit")
     assert fit["args"] == {
@@ -244,7 +247,12 @@ def test_rendered_shape(load: Load) -> None:
             "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
         },
     }
-    assert {c["name"] for c in profile["pluginConfig"]} == {"NodeResourcesFit", "NodeAffinity", "InterPodAffinity"}
+    assert {c["name"] for c in profile["pluginConfig"]} == {
+        "NodeResourcesFit",
+        "NodeAffinity",
+        "InterPodAffinity",
+        "GangScheduling",
+    }
 
 
 def test_to_dict_matches_render(load: Load) -> None:

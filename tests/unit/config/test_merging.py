@@ -61,7 +61,7 @@ def test_default_profile(load: Load) -> None:
     filter-side points, see fakes.PLUGINS)."""
     p = load("").profiles[0]
     assert p.scheduler_name == "custom-scheduler"
-    assert names(p, "preEnqueue") == ("SchedulingGates",)
+    assert names(p, "preEnqueue") == ("SchedulingGates", "GangScheduling")
     assert names(p, "queueSort") == ("PrioritySort",)
     assert names(p, "preFilter") == (
         "NodeAffinity",
@@ -89,8 +89,8 @@ def test_default_profile(load: Load) -> None:
     assert scores(p) == DEFAULT_SCORE
     assert names(p, "bind") == ("DefaultBinder",)
     assert names(p, "reserve") == names(p, "preBind") == ("VolumeBinding", "DynamicResources")
-    for point in ("permit", "postBind"):
-        assert p.enabled(point) == ()
+    assert names(p, "permit") == ("GangScheduling",)
+    assert p.enabled("postBind") == ()
     assert set(p.plugins) == set(EXTENSION_POINTS)
 
 
@@ -155,11 +155,13 @@ def test_default_profile_plugins_weights(registry: Registry) -> None:
             (*DEFAULT_SCORE, ("CustomScore", 1)),
             id="unset-weight-is-1",
         ),
+        # Upstream's getValidScoreWeights: the score.enabled entry is the one that counts, and
+        # unset or 0 is 1 there, never the multiPoint or default weight.
         pytest.param(
             "    score:\n      enabled: [{name: TaintToleration}]\n",
             "score",
-            DEFAULT_SCORE,
-            id="unset-weight-keeps-default-weight",
+            (("TaintToleration", 1), *DEFAULT_SCORE[1:]),
+            id="unset-weight-is-1-not-the-default-weight",
         ),
         pytest.param(
             "    score:\n      enabled: [{name: TaintToleration, weight: 0}]\n",
@@ -190,8 +192,8 @@ def test_default_profile_plugins_weights(registry: Registry) -> None:
             "    multiPoint:\n      enabled: [{name: CustomScore, weight: 4}]\n"
             "    score:\n      enabled: [{name: CustomScore}]\n",
             "score",
-            (*DEFAULT_SCORE, ("CustomScore", 4)),
-            id="unset-point-weight-inherits-multipoint",
+            (*DEFAULT_SCORE, ("CustomScore", 1)),
+            id="unset-point-weight-is-1-not-the-multipoint-weight",
         ),
         pytest.param(
             "    multiPoint:\n      enabled: [{name: TaintToleration, weight: 6}]\n",
@@ -261,7 +263,7 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
         pytest.param(
             "    multiPoint:\n      enabled: [{name: Gatekeeper}]\n",
             "permit",
-            ("Gatekeeper",),
+            ("GangScheduling", "Gatekeeper"),
             id="multipoint-expands-permit",
         ),
         pytest.param(
@@ -294,12 +296,13 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
             DEFAULT_FILTER,
             id="disabling-upstream-only-plugins-is-accepted",
         ),
-        # preEnqueue: the same rules as every point; SchedulingGates comes from the default multiPoint.
-        pytest.param("", "preEnqueue", ("SchedulingGates",), id="pre-enqueue-default"),
+        # preEnqueue: the same rules as every point; SchedulingGates and GangScheduling come from
+        # the default multiPoint.
+        pytest.param("", "preEnqueue", ("SchedulingGates", "GangScheduling"), id="pre-enqueue-default"),
         pytest.param(
             "    preEnqueue:\n      disabled: [{name: SchedulingGates}]\n",
             "preEnqueue",
-            (),
+            ("GangScheduling",),
             id="pre-enqueue-disable",
         ),
         pytest.param(
@@ -309,7 +312,7 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
             id="pre-enqueue-disable-star",
         ),
         pytest.param(
-            "    multiPoint:\n      disabled: [{name: SchedulingGates}]\n",
+            "    multiPoint:\n      disabled: [{name: SchedulingGates}, {name: GangScheduling}]\n",
             "preEnqueue",
             (),
             id="pre-enqueue-disable-via-multipoint",
@@ -317,7 +320,7 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
         pytest.param(
             "    preEnqueue:\n      enabled: [{name: QuotaGate}]\n",
             "preEnqueue",
-            ("SchedulingGates", "QuotaGate"),
+            ("SchedulingGates", "GangScheduling", "QuotaGate"),
             id="pre-enqueue-append",
         ),
         pytest.param(
@@ -330,7 +333,7 @@ def test_score_merge(load: Load, section: str, point: str, expected: tuple[tuple
         pytest.param(
             "    multiPoint:\n      enabled: [{name: QuotaGate}]\n",
             "preEnqueue",
-            ("SchedulingGates", "QuotaGate"),
+            ("SchedulingGates", "GangScheduling", "QuotaGate"),
             id="multipoint-expands-pre-enqueue",
         ),
         pytest.param(
@@ -399,7 +402,7 @@ def test_profile_helpers(load: Load) -> None:
     p = load("").profiles[0]
     assert p.score_weights() == dict(DEFAULT_SCORE)
     # First appearance in extension-point order, each name once.
-    assert p.plugin_names()[:4] == ("SchedulingGates", "PrioritySort", "NodeAffinity", "NodePorts")
+    assert p.plugin_names()[:4] == ("SchedulingGates", "GangScheduling", "PrioritySort", "NodeAffinity")
     assert sorted(p.plugin_names()) == sorted(n for n, _ in DEFAULT_MULTI_POINT)
 
 

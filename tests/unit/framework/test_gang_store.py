@@ -179,3 +179,32 @@ def test_writer_worker_coalesces_and_flushes() -> None:
     w.close()
     assert client.calls, "something was written"
     assert client.calls[-1][1]["status"]["phase"] == "Pending"  # rejected with nothing placed
+
+
+def test_an_unknown_api_named_by_a_member_is_probed_and_held_until_the_answer() -> None:
+    """The daemon's store starts knowing no API. A CRD member makes it probe the CRD at once and
+    count the API as served meanwhile (no member of a real gang goes alone); "absent" releases
+    the held members to go alone (one event for the whole API), "served" keeps them members."""
+    probes: list[str] = []
+    changes: list[GangChange] = []
+    store = GangStore(served=())
+    store.probe_with("crd", lambda: probes.append("crd"))
+    store.add_listener(changes.append)
+    assert not store.serves("crd")
+    member = make_pod("m0", "ns").pod_group_label("g").build()
+    store.member_added(member)
+    store.member_added(make_pod("m1", "ns").pod_group_label("g").build())
+    assert probes == ["crd"]  # once, while the answer is pending
+    assert store.serves("crd")
+    store.api_absent("crd")
+    assert not store.serves("crd")
+    assert [(c.event, c.api, c.key) for c in changes] == [(fgang.POD_GROUP_API_ABSENT, "crd", "")]
+    assert changes[0].matches(member)
+    assert not changes[0].matches(make_pod("x", "ns").build())
+    store.api_absent("crd")  # a periodic probe with nothing held: no event
+    assert len(changes) == 1
+    store.member_added(make_pod("m2", "ns").pod_group_label("g").build())
+    assert probes == ["crd", "crd"]  # a new member asks again (the CRD may be installed now)
+    store.api_served("crd")
+    assert store.serves("crd")
+    assert not store.serves("native")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, cast
 
 import pytest
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.api.podgroup import Api
 from custom_scheduler.config import load_config
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.gang_store import GangStore
@@ -171,17 +171,42 @@ def test_parse_args_errors(raw: dict[str, Any], msg: str) -> None:
         gs.parse_args(raw, "args")
 
 
-def test_registered_but_not_in_the_default_profile() -> None:
-    """Upstream enables it only with GenericWorkload (off by default in 1.37): so do we."""
+def test_in_the_default_profile_and_disabled_like_any_plugin() -> None:
+    """Upstream's default profile has it with GenericWorkload (the gate that serves PodGroups);
+    ours always has it, and it acts only where a PodGroup API is served (below)."""
     reg = full_registry(out_of_tree=False)
     assert reg[gs.NAME].extension_points == frozenset({"preEnqueue", "permit"})
     header = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
     default = load_config(header + "profiles: [{schedulerName: s}]\n", reg)
-    assert gs.NAME not in default.profiles[0].plugin_names()
-    enabled = load_config(
-        header + "profiles: [{schedulerName: s, plugins: {multiPoint: {enabled: [{name: GangScheduling}]}}}]\n", reg
+    assert gs.NAME in default.profiles[0].plugin_names()
+    disabled = load_config(
+        header + "profiles: [{schedulerName: s, plugins: {multiPoint: {disabled: [{name: GangScheduling}]}}}]\n", reg
     )
-    assert gs.NAME in enabled.profiles[0].plugin_names()
+    assert gs.NAME not in disabled.profiles[0].plugin_names()
+
+
+@pytest.mark.parametrize(
+    ("served", "member"),
+    [
+        pytest.param(None, True, id="offline-store-serves-all"),
+        pytest.param((), False, id="no-api-served"),
+        pytest.param(("native",), True, id="native-served"),
+        pytest.param(("crd",), False, id="only-the-other-api-served"),
+    ],
+)
+def test_a_pod_is_a_member_only_where_its_api_is_served(served: tuple[Api, ...] | None, member: bool) -> None:
+    """A pod naming a PodGroup of an API the cluster does not serve is scheduled alone, as by
+    upstream's default profile (no barrier at PreEnqueue, no wait at Permit, no group cycle)."""
+    store = GangStore(served=served)
+    pods = _members(2)
+    for p in pods:
+        store.member_added(p)
+    store.put(make_pod_group("g", "ns", min_count=2).build())
+    plugin = gs.GangScheduling(None, cast(Handle, _Handle(store)))
+    assert (plugin.group_of(pods[0]) is not None) is member
+    # A lone member of a gang of two is held at PreEnqueue only when it counts as a member.
+    store.member_deleted(pods[1])
+    assert plugin.pre_enqueue(pods[0]).is_success is not member
 
 
 # --- the group cycle's verdict (placement_feasible) ----------------------------------------------
@@ -222,8 +247,3 @@ def test_a_basic_group_schedules_its_pods_alone() -> None:
     plugin, _ = _plugin(make_pod_group("g", "ns").basic(), pods)
     assert plugin.group_of(pods[0]) is None
 
-
-def test_a_preempted_members_mates_go_with_it() -> None:
-    pods = [dataclasses.replace(p, node_name="n1") for p in _members(3)]  # a running gang
-    plugin, _ = _plugin(make_pod_group("g", "ns", min_count=3), pods)
-    assert sorted(p.name for p in plugin.group_mates(pods[0])) == ["m1", "m2"]

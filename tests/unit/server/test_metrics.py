@@ -1,11 +1,15 @@
-"""Metrics: kube-scheduler's names and buckets, independent registries, the Observer hooks."""
+"""Metrics: kube-scheduler's names, help, labels and buckets, independent registries, the Observer,
+framework and REST-client hooks, and the families read at scrape time."""
 
 from __future__ import annotations
 
+import prometheus_client as prom
 import pytest
 
 from custom_scheduler.core.queue import SchedulingQueue
 from custom_scheduler.core.scheduler import Observer
+from custom_scheduler.framework.types import Code
+from custom_scheduler.server import metric_specs as ms
 from custom_scheduler.server.metrics import ATTEMPT_BUCKETS, QUEUES, Metrics, MetricsObserver
 from tests.builders import make_pod
 
@@ -18,6 +22,20 @@ FAMILIES = (
     "scheduler_preemption_victims",
     "scheduler_framework_extension_point_duration_seconds",
     "scheduler_plugin_execution_duration_seconds",
+    "scheduler_scheduling_algorithm_duration_seconds",
+    "scheduler_pod_scheduling_attempts",
+    "scheduler_pod_scheduling_sli_duration_seconds",
+    "scheduler_permit_wait_duration_seconds",
+    "scheduler_queue_incoming_pods_total",
+    "scheduler_unschedulable_pods",
+    "scheduler_goroutines",
+    "scheduler_plugin_evaluation_total",
+    "rest_client_requests_total",
+    "rest_client_request_duration_seconds",
+    "rest_client_rate_limiter_duration_seconds",
+    "leader_election_master_status",
+    "leader_election_slowpath_total",
+    "go_goroutines",
     "custom_scheduler_binding_duration_seconds",
     "custom_scheduler_bind_retries_total",
     "custom_scheduler_watch_restarts_total",
@@ -135,9 +153,9 @@ def test_operational_hooks(metrics: Metrics) -> None:
     metrics.event_dropped(3)
     metrics.config_reload_failed()
     metrics.set_leader(True)
-    metrics.preemption_attempt(victims=2)
-    metrics.extension_point("Filter", "Success", "custom-scheduler", 0.0002)
-    metrics.plugin_execution("NodeResourcesFit", "Filter", "Success", 0.00002)
+    metrics.observer().preemption("custom-scheduler", victims=2)
+    metrics.framework.extension_point("Filter", Code.SUCCESS, "custom-scheduler", 0.0002)
+    metrics.framework.plugin_duration("NodeResourcesFit", "Filter", Code.SUCCESS, 0.00002)
     assert metrics.sample("custom_scheduler_watch_restarts_total", {"resource": "pods", "reason": "expired"}) == 2
     assert metrics.sample("custom_scheduler_relists_total", {"resource": "nodes"}) == 1
     assert metrics.sample("custom_scheduler_events_dropped_total") == 3
@@ -159,8 +177,12 @@ def test_operational_hooks(metrics: Metrics) -> None:
         )
         == 1
     )
+    assert metrics.sample("leader_election_master_status", {"name": "custom-scheduler"}) == 1
     metrics.set_leader(False)
     assert metrics.sample("custom_scheduler_leader") == 0
+    assert metrics.sample("leader_election_master_status", {"name": "custom-scheduler"}) == 0
+    metrics.leader_slow_path()
+    assert metrics.sample("leader_election_slowpath_total", {"name": "custom-scheduler"}) == 1
 
 
 def test_instances_do_not_share_state() -> None:
@@ -186,9 +208,148 @@ def test_openmetrics_when_the_scraper_asks(metrics: Metrics) -> None:
 def test_no_created_series(metrics: Metrics) -> None:
     """kube-scheduler exports no ``_created`` samples; prometheus_client would add one per counter
     and histogram child."""
-    metrics.extension_point("Filter", "Success", "custom-scheduler", 0.01)
-    metrics.preemption_attempt(2)
+    metrics.framework.extension_point("Filter", Code.SUCCESS, "custom-scheduler", 0.01)
+    metrics.framework.evaluations("Filter", "custom-scheduler", [("NodeResourcesFit", 3)])
+    metrics.observer().preemption("custom-scheduler", 2)
+    metrics.rest_client.result("GET", "https://10.0.0.1:6443", "200")
     body, _ = metrics.render()
     samples = [line for line in body.decode().splitlines() if line and not line.startswith("#")]
     assert any(line.startswith("scheduler_framework_extension_point_duration_seconds_count") for line in samples)
     assert [line for line in samples if "_created" in line] == []
+
+
+#: Every STABLE and BETA metric of kube-scheduler 1.37.2 (pkg/scheduler/metrics/metrics.go) with
+#: its kind, label names and bucket bounds.
+UPSTREAM_STABLE_AND_BETA = [
+    ("scheduler_schedule_attempts_total", "counter", ("result", "profile"), None),
+    ("scheduler_scheduling_attempt_duration_seconds", "histogram", ("result", "profile"), (0.001, 2, 15)),
+    ("scheduler_scheduling_algorithm_duration_seconds", "histogram", (), (0.001, 2, 15)),
+    ("scheduler_preemption_victims", "histogram", (), (1, 2, 7)),
+    ("scheduler_preemption_attempts_total", "counter", (), None),
+    ("scheduler_pending_pods", "gauge", ("queue",), None),
+    ("scheduler_goroutines", "gauge", ("operation",), None),
+    ("scheduler_pod_scheduling_sli_duration_seconds", "histogram", ("attempts",), (0.01, 2, 20)),
+    ("scheduler_pod_scheduling_attempts", "histogram", (), (1, 2, 5)),
+    (
+        "scheduler_framework_extension_point_duration_seconds",
+        "histogram",
+        ("extension_point", "status", "profile"),
+        (0.0001, 2, 12),
+    ),
+    (
+        "scheduler_plugin_execution_duration_seconds",
+        "histogram",
+        ("plugin", "extension_point", "status"),
+        (0.00001, 1.5, 20),
+    ),
+    ("scheduler_queue_incoming_pods_total", "counter", ("queue", "event"), None),
+    ("scheduler_permit_wait_duration_seconds", "histogram", ("result",), (0.001, 2, 15)),
+    ("scheduler_unschedulable_pods", "gauge", ("plugin", "profile"), None),
+    ("scheduler_plugin_evaluation_total", "counter", ("plugin", "extension_point", "profile"), None),
+]
+
+
+def _declared() -> dict[
+    str, ms.MetricSpec[prom.Counter] | ms.MetricSpec[prom.Gauge] | ms.MetricSpec[prom.Histogram] | ms.FamilySpec
+]:
+    return {v.name: v for v in vars(ms).values() if isinstance(v, ms.MetricSpec | ms.FamilySpec)}
+
+
+@pytest.mark.parametrize(("name", "kind", "labels", "buckets"), UPSTREAM_STABLE_AND_BETA, ids=str)
+def test_upstream_stable_and_beta_metrics_are_declared_as_upstream(
+    name: str, kind: str, labels: tuple[str, ...], buckets: tuple[float, int, int] | None
+) -> None:
+    """Name, kind, label names, buckets, and the HELP line's stability prefix ([STABLE]/[BETA])."""
+    spec = _declared()[name]
+    assert spec.labels == labels
+    assert spec.help.startswith(("[STABLE] ", "[BETA] "))
+    if isinstance(spec, ms.FamilySpec):
+        assert spec.kind == kind
+        return
+    assert {"counter": prom.Counter, "gauge": prom.Gauge, "histogram": prom.Histogram}[kind] is spec.kind
+    if buckets is not None:
+        assert spec.buckets == pytest.approx(ms.exponential_buckets(*buckets))
+
+
+def test_the_stability_prefix_is_in_the_exposition(metrics: Metrics) -> None:
+    text = metrics.render()[0].decode()
+    assert "# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts to schedule pods" in text
+    assert "# HELP scheduler_plugin_evaluation_total [BETA] Number of attempts" in text
+    assert "# HELP custom_scheduler_leader 1 while" in text
+
+
+def test_observer_records_the_algorithm_and_what_a_bound_pod_took(metrics: Metrics) -> None:
+    """Attempts per pod and the SLI by attempts (capped at "15+"), as upstream records at bind."""
+    obs = metrics.observer()
+    obs.algorithm(0.004)
+    obs.pod_scheduled("custom-scheduler", 1, 0.02)
+    obs.pod_scheduled("custom-scheduler", 3, 1.5)
+    obs.pod_scheduled("custom-scheduler", 20, 100.0)
+    obs.pod_scheduled("custom-scheduler", 2, None)
+    assert metrics.sample("scheduler_scheduling_algorithm_duration_seconds_count") == 1
+    assert metrics.sample("scheduler_pod_scheduling_attempts_count") == 4
+    assert metrics.sample("scheduler_pod_scheduling_attempts_bucket", {"le": "2.0"}) == 2
+    sli = "scheduler_pod_scheduling_sli_duration_seconds_count"
+    assert metrics.sample(sli, {"attempts": "1"}) == 1
+    assert metrics.sample(sli, {"attempts": "3"}) == 1
+    assert metrics.sample(sli, {"attempts": "15+"}) == 1
+    assert metrics.sample(sli, {"attempts": "2"}) is None
+    assert obs.samples_plugins
+
+
+def test_framework_recorder_labels_codes_as_upstream(metrics: Metrics) -> None:
+    fw = metrics.framework
+    fw.extension_point("PreFilter", Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "p", 0.001)
+    fw.plugin_duration("NodeAffinity", "Filter", Code.UNSCHEDULABLE, 0.0001)
+    fw.permit_wait(Code.SUCCESS, 0.5)
+    fw.evaluations("Filter", "p", [("NodeAffinity", 10), ("TaintToleration", 0)])
+    fw.evaluations("Filter", "p", [("NodeAffinity", 5)])
+    point = {"extension_point": "PreFilter", "status": "UnschedulableAndUnresolvable", "profile": "p"}
+    assert metrics.sample("scheduler_framework_extension_point_duration_seconds_count", point) == 1
+    plugin = {"plugin": "NodeAffinity", "extension_point": "Filter", "status": "Unschedulable"}
+    assert metrics.sample("scheduler_plugin_execution_duration_seconds_count", plugin) == 1
+    assert metrics.sample("scheduler_permit_wait_duration_seconds_count", {"result": "Success"}) == 1
+    evaluated = {"plugin": "NodeAffinity", "extension_point": "Filter", "profile": "p"}
+    assert metrics.sample("scheduler_plugin_evaluation_total", evaluated) == 15
+    assert metrics.sample("scheduler_plugin_evaluation_total", {**evaluated, "plugin": "TaintToleration"}) is None
+
+
+def test_queue_families_are_read_at_scrape_time(metrics: Metrics) -> None:
+    """A real queue behind scheduler_queue_incoming_pods_total{queue,event} and
+    scheduler_unschedulable_pods{plugin,profile}; a plugin's gauge stays at 0 once its pods left."""
+    q = SchedulingQueue(lambda a, b: False)
+    metrics.track_queue(q.incoming_counts, q.unschedulable_reasons)
+    metrics.track_binding(lambda: 2)
+    q.add(make_pod("a").uid("a").build())
+    q.add(make_pod("b").uid("b").build())
+    assert metrics.sample("scheduler_queue_incoming_pods_total", {"queue": "active", "event": "PodAdd"}) == 2
+    qpi = q.pop(timeout=0)
+    assert qpi is not None
+    qpi.unschedulable_plugins = {"NodeResourcesFit", "TaintToleration"}
+    q.add_unschedulable_if_not_present(qpi, q.scheduling_cycle)
+    incoming = {"queue": "unschedulable", "event": "ScheduleAttemptFailure"}
+    assert metrics.sample("scheduler_queue_incoming_pods_total", incoming) == 1
+    fit = {"plugin": "NodeResourcesFit", "profile": qpi.pod.scheduler_name}
+    assert metrics.sample("scheduler_unschedulable_pods", fit) == 1
+    assert metrics.sample("scheduler_unschedulable_pods", {**fit, "plugin": "TaintToleration"}) == 1
+    assert metrics.sample("scheduler_goroutines", {"operation": "binding"}) == 2
+    q.delete(qpi.pod)
+    assert metrics.sample("scheduler_unschedulable_pods", fit) == 0
+    assert (metrics.sample("go_goroutines") or 0) >= 1
+
+
+def test_rest_client_labels_as_client_go(metrics: Metrics) -> None:
+    """host is the API server's host:port, method/verb the HTTP method, code the status or <error>."""
+    rc = metrics.rest_client
+    rc.result("POST", "https://10.0.0.1:6443", "201")
+    rc.result("GET", "https://10.0.0.1:6443", "<error>")
+    rc.latency("POST", "https://10.0.0.1:6443", 0.02)
+    rc.throttled("POST", "https://10.0.0.1:6443", 0.0)
+    host = "10.0.0.1:6443"
+    assert metrics.sample("rest_client_requests_total", {"code": "201", "method": "POST", "host": host}) == 1
+    assert metrics.sample("rest_client_requests_total", {"code": "<error>", "method": "GET", "host": host}) == 1
+    assert (
+        metrics.sample("rest_client_request_duration_seconds_bucket", {"verb": "POST", "host": host, "le": "0.025"})
+        == 1
+    )
+    assert metrics.sample("rest_client_rate_limiter_duration_seconds_count", {"verb": "POST", "host": host}) == 1

@@ -143,12 +143,16 @@ def test_group_outcomes(
         assert res.to_dict()["waitingPods"] == [{"pod": "default/m0", "node": "n1", "message": got["default/m0"][1]}]
 
 
-def test_without_gang_scheduling_members_go_one_by_one(
-    default_config: config.SchedulerConfig, registry: Registry
-) -> None:
-    """The default profile does not enable GangScheduling: half a gang is placed, and a note says why."""
+def test_without_gang_scheduling_members_go_one_by_one(registry: Registry) -> None:
+    """A profile that disables GangScheduling (the default profile has it, as upstream's with
+    GenericWorkload): half a gang is placed, and a note says why."""
+    no_gangs = config.load_config(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles: [{schedulerName: custom-scheduler, plugins: {multiPoint: {disabled: [{name: GangScheduling}]}}}]\n",
+        registry,
+    )
     state = state_of(make_pod_group("a", min_count=2), cpu="1")
-    res = run(state, [member("native", f"a{i}", "a") for i in range(2)], default_config, registry)
+    res = run(state, [member("native", f"a{i}", "a") for i in range(2)], no_gangs, registry)
     assert [o.result for o in res.outcomes] == ["scheduled", "unschedulable"]
     assert any("does not enable GangScheduling" in n for n in res.notes)
     assert res.groups[0].result == "unschedulable"

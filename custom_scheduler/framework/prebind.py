@@ -1,0 +1,58 @@
+"""PreBind's waits joined into one Future for the binding cycle (``PreBindWaiter``).
+
+Apart from :mod:`~custom_scheduler.framework.runtime` to keep that module to its size; the binding
+cycle (:mod:`custom_scheduler.core.binding`) continues as this Future's callback, so a pod whose
+volumes or devices are still being provisioned holds no thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import interface as fi
+from custom_scheduler.framework.types import SUCCESS, CycleState, Status
+
+
+def pending(plugins: Sequence[fi.PreBindPlugin], state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
+    """What the PreBind ``plugins`` left to wait for, as one Future: SUCCESS once every wait
+    succeeded, else the first failure stamped with its plugin. None when nothing waits."""
+    waits: list[tuple[str, Future[Status]]] = []
+    for p in plugins:
+        if isinstance(p, fi.PreBindWaiter):
+            try:
+                fut = p.pre_bind_pending(state, pod, node_name)
+            except Exception as e:
+                fut = Future()
+                fut.set_result(Status.from_exception(e, p.name))
+            if fut is not None:
+                waits.append((p.name, fut))
+    if not waits:
+        return None
+    if len(waits) == 1:
+        name, only = waits[0]
+        out: Future[Status] = Future()
+        only.add_done_callback(lambda f: out.set_result(f.result().with_plugin(name)))
+        return out
+    return all_of(waits)
+
+
+def all_of(pending: Sequence[tuple[str, Future[Status]]]) -> Future[Status]:
+    """One Future for several waits: the first failure, or SUCCESS once all succeeded."""
+    out: Future[Status] = Future()
+    left = [len(pending)]
+    lock = threading.Lock()
+
+    def done(name: str, f: Future[Status]) -> None:
+        st = f.result()
+        with lock:
+            left[0] -= 1
+            finished = out.done()
+            if not finished and (not st.is_success or left[0] == 0):
+                out.set_result(st.with_plugin(name) if not st.is_success else SUCCESS)
+
+    for name, f in pending:
+        f.add_done_callback(lambda f, name=name: done(name, f))  # type: ignore[misc]
+    return out
