@@ -22,9 +22,34 @@ from collections.abc import Sequence
 EXIT_CONFIG = 2
 
 
+DESCRIPTION = (
+    "A Kubernetes scheduler that places the pods whose spec.schedulerName names one of its profiles, "
+    "with kube-scheduler 1.37's plugins, configuration and metrics."
+)
+EPILOG = (
+    "Exit codes: 0 success, 1 runtime failure, 2 invalid usage or configuration. "
+    "'custom-scheduler COMMAND --help' describes each command."
+)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mine = version("custom-scheduler")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        mine = "unknown"
+    return f"custom-scheduler {mine} (kube-scheduler {UPSTREAM_VERSION} semantics)"
+
+
+#: The kube-scheduler release whose behaviour this one reproduces.
+UPSTREAM_VERSION = "1.37.2"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="custom-scheduler", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="custom-scheduler", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the scheduler daemon")
     run.add_argument("--config", required=True, help="KubeSchedulerConfiguration YAML file")
@@ -69,15 +94,18 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from custom_scheduler import config
-    from custom_scheduler.config.ineffective import ineffective_fields
+    from custom_scheduler.config import advice
     from custom_scheduler.config.loading import parse_yaml
 
     cfg = _load(args.file)
     assert isinstance(cfg, config.SchedulerConfig)
-    # The file loaded, so it reads and parses again; warnings go to stderr, stdout stays YAML.
-    for field in ineffective_fields(parse_yaml(Path(args.file).read_text(encoding="utf-8"))):
-        print(f"custom-scheduler: warning: {field}", file=sys.stderr)
+    # The file loaded, so it reads and parses again; warnings and the summary go to stderr,
+    # stdout stays the effective config's YAML.
+    found = advice.warnings(parse_yaml(Path(args.file).read_text(encoding="utf-8")), cfg)
+    for line in found:
+        print(f"custom-scheduler: warning: {line}", file=sys.stderr)
     sys.stdout.write(config.render_effective(cfg))
+    print(f"custom-scheduler: {advice.summary(args.file, cfg, len(found))}", file=sys.stderr)
     return 0
 
 
@@ -99,10 +127,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     log = structlog.get_logger("custom_scheduler.cli")
     cfg = _load(args.config)
     assert isinstance(cfg, config.SchedulerConfig)
-    if args.kubeconfig is not None:
-        cfg = dataclasses.replace(
-            cfg, client_connection=dataclasses.replace(cfg.client_connection, kubeconfig=args.kubeconfig)
-        )
+
+    def adjust(c: config.SchedulerConfig) -> config.SchedulerConfig:
+        """The command line's overrides, for the file at start and at every reload."""
+        if args.kubeconfig is None:
+            return c
+        conn = dataclasses.replace(c.client_connection, kubeconfig=args.kubeconfig)
+        return dataclasses.replace(c, client_connection=conn)
+
+    cfg = adjust(cfg)
+    from pathlib import Path
+
+    from custom_scheduler.config import advice
+    from custom_scheduler.config.loading import parse_yaml
+
+    for line in advice.warnings(parse_yaml(Path(args.config).read_text(encoding="utf-8")), cfg):
+        log.warning("config_warning", warning=line)
     certs = None
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         print("custom-scheduler: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
@@ -125,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     app = App(cfg, full_registry(), client, dry_run=args.dry_run, metrics=metrics)
     app.install_signal_handlers()
     try:
-        return serve(app, metrics, config_path=args.config, dry_run=args.dry_run, certs=certs)
+        return serve(app, metrics, config_path=args.config, dry_run=args.dry_run, certs=certs, adjust=adjust)
     except kerrors.KubeError as e:
         log.error("daemon_failed", error=str(e))
         return 1

@@ -46,6 +46,9 @@ __all__ = ["Decision"]
 
 log = structlog.get_logger("custom_scheduler.scheduler")
 
+#: The Warning event's reason for an annotation no plugin of the pod's profile reads.
+ANNOTATION_IGNORED = "AnnotationIgnored"
+
 
 def run_post_filter(fwk: Framework, state: CycleState, pod: Pod, fit: FitError) -> PostFilterResult | None:
     """The PostFilter step of a failed cycle, shared with ``explain``: the profile's PostFilter
@@ -124,6 +127,25 @@ class SchedulingCycle:
         ):
             return self._decided(self._schedule_one(qpi))
 
+    def _warn_ignored_annotations(self, fwk: Framework, pod: Pod) -> None:
+        """A Warning event (once, at the pod's first attempt) for each annotation of a plugin its
+        profile does not run: the operator asked for something nothing here will do."""
+        for key in sorted(set(pod.annotations) & fwk.ignored_annotations.keys()):
+            note = (
+                f"annotation {key} is ignored: profile {fwk.profile_name} does not enable "
+                f"{fwk.ignored_annotations[key]}"
+            )
+            log.warning("annotation_ignored", annotation=key, plugin=fwk.ignored_annotations[key])
+            if self.events is not None:
+                self.events.event(
+                    pod,
+                    type_="Warning",
+                    reason=ANNOTATION_IGNORED,
+                    action="Scheduling",
+                    note=note,
+                    controller=fwk.profile_name,
+                )
+
     def _decided(self, d: Decision) -> Decision:
         if self.on_decision is not None:
             self.on_decision(d)
@@ -136,6 +158,8 @@ class SchedulingCycle:
             # Not ours any more, being deleted, or already assumed/bound: skip.
             self.queue.done(pod.uid)
             return Decision(pod.key, "skipped", uid=pod.uid)
+        if qpi.attempts <= 1 and fwk.ignored_annotations and pod.annotations:
+            self._warn_ignored_annotations(fwk, pod)
         gang = fwk.pod_group
         group = gang.group_of(pod) if gang is not None else None
         if gang is not None and group is not None:

@@ -35,6 +35,9 @@ class PluginSpec:
     name: str
     factory: PluginFactory
     parse_args: ArgsParser = no_args
+    pod_annotations: frozenset[str] = frozenset()
+    """The pod annotations the plugin reads (a scenario plugin's knobs): a pod of a profile without
+    the plugin that sets one gets an event saying it is ignored."""
 
     @property
     def extension_points(self) -> frozenset[str]:

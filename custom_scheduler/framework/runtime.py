@@ -114,6 +114,11 @@ class Framework:
         self._filter_masks: dict[str, fi.FilterMaskPlugin] = {
             p.name: p for p in self.filter if isinstance(p, fi.FilterMaskPlugin)
         }
+        #: Pod annotation → the registered plugin that reads it, for the plugins this profile does
+        #: not run: a pod setting one is told its annotation has no effect here.
+        self.ignored_annotations: dict[str, str] = {
+            a: s.name for s in registry.values() if s.name not in self._instances for a in s.pod_annotations
+        }
 
     def plugin(self, name: str) -> fi.Plugin | None:
         return self._instances.get(name)

@@ -515,4 +515,9 @@ class AcceleratorIsolation:
         return (dra_packing_score(s.dra_devices, used, len(devices)),)
 
 
-SPEC = registry.PluginSpec(NAME, factory=AcceleratorIsolation, parse_args=parse_args)
+SPEC = registry.PluginSpec(
+    NAME,
+    factory=AcceleratorIsolation,
+    parse_args=parse_args,
+    pod_annotations=frozenset({ANNOTATION_PRODUCT, ANNOTATION_MIN_MEMORY}),
+)

@@ -15,6 +15,7 @@ stop the informers, exit 0.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -93,7 +94,10 @@ class App:
         self.client = client
         if metrics is not None:
             client.observer = metrics.rest_client  # rest_client_*; every clone below inherits it
-        self.watch_client = client.clone(qps=0, pool_maxsize=8)
+        # Every informer keeps one watch connection open (about 20 with the storage, DRA and
+        # PodGroup kinds), plus its re-lists: a pool smaller than that makes urllib3 drop and
+        # re-open connections ("Connection pool is full") on every watch turnover.
+        self.watch_client = client.clone(qps=0, pool_maxsize=WATCH_POOL)
         self._watch_read_timeout = watch_read_timeout
         self._inf_kw = self._informer_metrics(metrics)
         self.stop_event = threading.Event()
@@ -276,16 +280,20 @@ class App:
 
         Queued pods stay queued. Pods that already exist and belong to a profile that is new
         in ``config`` are queued now (the informer ignored them when they arrived). Changes to
-        ``clientConnection``, ``leaderElection`` or the health address need a restart.
+        ``clientConnection``, ``leaderElection`` or the health address need a restart: each changed
+        field is named in a warning, and the running values stay in force (and in ``/configz``).
         """
         fwks = self._frameworks(config, self._inputs)
         old = self.config
-        if (old.client_connection, old.leader_election, old.healthz_bind_address) != (
-            config.client_connection,
-            config.leader_election,
-            config.healthz_bind_address,
-        ):
-            log.warning("config_change_needs_restart", fields="clientConnection/leaderElection/healthzBindAddress")
+        changed = restart_only_changes(old, config)
+        if changed:
+            log.warning("config_change_needs_restart", fields=changed)
+            config = dataclasses.replace(
+                config,
+                client_connection=old.client_connection,
+                leader_election=old.leader_election,
+                healthz_bind_address=old.healthz_bind_address,
+            )
         new_names = set(fwks) - set(self.profiles)
         # One reference swap: a cycle, and the queue's QueueSort and PreEnqueue, see the old or the new set.
         self.scheduler.profiles = fwks
@@ -422,3 +430,28 @@ class App:
     def wait(self) -> None:
         while not self.stop_event.wait(1.0):
             pass
+
+
+#: Connections the informers' client keeps (see ``App.__init__``).
+WATCH_POOL = 48
+
+
+def restart_only_changes(old: SchedulerConfig, new: SchedulerConfig) -> list[str]:
+    """The fields, by their config path (``clientConnection.qps``), that differ between ``old``
+    and ``new`` and that only a restart applies (the client, the Lease, the health port)."""
+    out: list[str] = []
+    for section, a, b in (
+        ("clientConnection", old.client_connection, new.client_connection),
+        ("leaderElection", old.leader_election, new.leader_election),
+    ):
+        for f in dataclasses.fields(a):
+            if getattr(a, f.name) != getattr(b, f.name):
+                out.append(f"{section}.{_camel(f.name)}")
+    if old.healthz_bind_address != new.healthz_bind_address:
+        out.append("healthzBindAddress")
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)

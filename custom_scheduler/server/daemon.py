@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
 
 from custom_scheduler.config import render
+from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.server import health, leader
 from custom_scheduler.server.app import App
 from custom_scheduler.server.delegated_auth import DelegatingAuth
@@ -55,10 +57,12 @@ def serve(
     release_on_stop: bool = True,
     health_address: str | None = None,
     certs: ServingCerts | None = None,
+    adjust: Callable[[SchedulerConfig], SchedulerConfig] | None = None,
 ) -> int:
     """Run until ``app.stop_event`` is set (SIGTERM) or leadership is lost; returns the exit code.
 
     ``certs`` is the serving certificate (``--tls-cert-file``); None serves a self-signed one.
+    ``adjust`` re-applies the command line's overrides to each reloaded config file.
     """
     cfg = app.config
     metrics.track_pending(app.queue.pending_counts)
@@ -73,7 +77,7 @@ def serve(
         return 1
     app.health_port = server.port
     if config_path is not None:
-        _watch_config(app, metrics, config_path)
+        _watch_config(app, metrics, config_path, adjust)
     replica = _Replica(app, metrics, elector, sync_timeout)
     try:
         synced = replica.run(dry_run)
@@ -117,10 +121,19 @@ def _health_server(
     )
 
 
-def _watch_config(app: App, metrics: Metrics, config_path: str | Path) -> None:
+def _watch_config(
+    app: App,
+    metrics: Metrics,
+    config_path: str | Path,
+    adjust: Callable[[SchedulerConfig], SchedulerConfig] | None = None,
+) -> None:
     """Reload the config file when it changes, on a thread of its own until the app stops."""
     watcher = ConfigWatcher(
-        config_path, app.registry, app.apply_config, on_failure=lambda e: metrics.config_reload_failed()
+        config_path,
+        app.registry,
+        app.apply_config,
+        on_failure=lambda e: metrics.config_reload_failed(),
+        adjust=adjust,
     )
     threading.Thread(target=watcher.run, args=(app.stop_event,), name="config-reload", daemon=True).start()
 
@@ -180,7 +193,8 @@ class _Replica:
         self.app.start_scheduling()
 
     def _on_started(self) -> None:
-        log.info("leader_acquired", identity=self.identity)
+        # The elector logged leader_acquired; this is what the daemon does with it.
+        log.info("scheduling_started", identity=self.identity)
         if self.config.delay_cache_until_active:  # never block the elector thread: it must keep renewing
             threading.Thread(target=self._sync_then_schedule, daemon=True).start()
         else:

@@ -40,8 +40,12 @@ class ConfigWatcher:
         *,
         interval: float = 2.0,
         on_failure: Callable[[ConfigError], None] | None = None,
+        adjust: Callable[[SchedulerConfig], SchedulerConfig] | None = None,
     ) -> None:
         self.path = Path(path)
+        # What the command line overrides (``--kubeconfig``), applied to every reloaded file as
+        # it was at start-up, so a reload never reads the file's own value as a change.
+        self.adjust = adjust or (lambda c: c)
         self.registry = registry
         self.apply = apply
         self.interval = interval
@@ -57,7 +61,7 @@ class ConfigWatcher:
             return None
         self._last = digest
         try:
-            new = cfgmod.load_config_file(self.path, self.registry)
+            new = self.adjust(cfgmod.load_config_file(self.path, self.registry))
         except ConfigError as e:
             self.failed += 1
             log.error("config_reload_rejected", file=str(self.path), errors=[str(x) for x in e.errors])

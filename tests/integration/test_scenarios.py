@@ -33,6 +33,7 @@ from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from custom_scheduler.plugins import accelerators
 from custom_scheduler.plugins.builtin import full_registry
+from tests.builders import make_node, make_pod
 from tests.integration.env import Env
 from tests.unit.framework.test_loadmetrics import FakeMetricsServer
 
@@ -406,3 +407,20 @@ def test_online_pod_preempts_batch_pods(
     cluster.wait_for(check, timeout=45, interval=0.3, what="online pod bound after preemption")
     batch_left = [n for n in env.placements() if n.startswith("batch-")]
     assert len(batch_left) == 2  # two 1-cpu batch pods made room for the 2-cpu online pod
+
+
+def test_a_gpu_annotation_its_profile_ignores_gets_a_warning_event(env: Env) -> None:
+    """The default profile has no AcceleratorIsolation: a pod asking for a GPU product by
+    annotation is scheduled as any pod, and told once that the annotation does nothing here."""
+    env.node(make_node("plain").capacity(cpu="4", memory="8Gi", pods="110"))
+    env.start_scheduler()
+    obj = make_pod("wants-a100").req(cpu="100m").obj()
+    obj["metadata"]["annotations"] = {accelerators.ANNOTATION_PRODUCT: "NVIDIA-A100"}
+    env.create_pod(obj)
+    env.wait_bound("wants-a100")
+    events = cluster.wait_for(lambda: env.events("AnnotationIgnored", about="wants-a100"), timeout=15, what="event")
+    assert [e["type"] for e in events] == ["Warning"]
+    assert events[0]["note"] == (
+        f"annotation {accelerators.ANNOTATION_PRODUCT} is ignored: profile custom-scheduler does not enable "
+        "AcceleratorIsolation"
+    )

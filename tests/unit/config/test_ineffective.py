@@ -100,6 +100,7 @@ def test_check_config_warns_on_stderr_and_prints_the_config(tmp_path: Path, caps
     assert err.splitlines() == [
         f"custom-scheduler: warning: parallelism: accepted without effect ({FIELDS_WITHOUT_EFFECT['parallelism']})",
         f"custom-scheduler: warning: {Ineffective('profiles[0].pluginConfig[0].args.bindingTimeout', BINDING_WHY)}",
+        f"custom-scheduler: {cfg}: valid: 1 profile(s) (custom-scheduler), 2 warning(s)",
     ]
     doc: dict[str, Any] = yaml.safe_load(out)
     assert doc["parallelism"] == 8
@@ -110,7 +111,7 @@ def test_check_config_of_a_clean_file_warns_nothing(tmp_path: Path, capsys: pyte
     cfg = tmp_path / "c.yaml"
     cfg.write_text(HEADER + "percentageOfNodesToScore: 50\n")
     assert cli.main(["check-config", str(cfg)]) == 0
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == f"custom-scheduler: {cfg}: valid: 1 profile(s) (custom-scheduler)\n"
 
 
 # --- /configz ------------------------------------------------------------------------------------

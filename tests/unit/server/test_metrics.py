@@ -353,3 +353,20 @@ def test_rest_client_labels_as_client_go(metrics: Metrics) -> None:
         == 1
     )
     assert metrics.sample("rest_client_rate_limiter_duration_seconds_count", {"verb": "POST", "host": host}) == 1
+
+
+def test_hot_path_observations_are_applied_by_the_next_read(metrics: Metrics) -> None:
+    """The scheduling loop's observations wait in a buffer (a deque append instead of a locked
+    histogram update) and a scrape applies them first, so it misses none; past the buffer's limit
+    the recording thread applies them itself."""
+    obs = metrics.observer()
+    name = "scheduler_schedule_attempts_total"
+    labels = {"result": "scheduled", "profile": "p"}
+    obs.attempt("p", "scheduled", 0.01)
+    assert metrics.registry.get_sample_value(name, labels) == 0.0  # the child exists; nothing applied yet
+    assert metrics.sample(name, labels) == 1.0  # a read applies it
+    assert "scheduler_schedule_attempts_total" in metrics.render()[0].decode()
+    for _ in range(metrics.deferred.LIMIT):  # two calls each (counter and histogram)
+        obs.attempt("p", "scheduled", 0.01)
+    assert (metrics.registry.get_sample_value(name, labels) or 0) > 1.0  # flushed without a read
+    assert metrics.sample(name, labels) == 1.0 + metrics.deferred.LIMIT
