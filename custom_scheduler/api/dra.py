@@ -16,17 +16,24 @@ and the request's CEL selectors, never the same device twice, and ``matchAttribu
 backtracking when a later choice fails. Error messages are upstream's (``claim ns/name: selector #0:
 CEL compile error: ...``), so a user reads the same reason as from kube-scheduler.
 
-Not carried over: admin access, partitionable devices (counter sets), consumable capacity, device
-taints, binding conditions, per-device node selection, and CEL's ``quantity`` and ``semver`` types
-(capacities are plain integers, versions strings).
+Kubernetes 1.37's device extras are projected too: taints (the device's own; DeviceTaintRules
+are applied by the store), ``consumesCounters`` and slices' ``sharedCounters`` (partitionable
+devices), per-device node selection, ``allowMultipleAllocations`` with capacities and their
+request policies, and on the claim side ``adminAccess``, ``tolerations``, ``capacity.requests`` and
+``distinctAttribute``; the values and arithmetic live in :mod:`custom_scheduler.api.dra_devices`.
+
+Not carried over: binding conditions and CEL's ``quantity`` and ``semver`` types (capacities are
+plain integers in CEL, versions strings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from custom_scheduler.api import dra_devices as ddev
 from custom_scheduler.api import labels as sel
 from custom_scheduler.api import quantity
 
@@ -70,6 +77,34 @@ class Device:
     A selector is a pure function of the device, and a Device is immutable (a slice update
     projects new ones), so the outcome is computed once per (expression, device) instead of once per
     (expression, device, pod, cycle): evaluating CEL was most of the DRA workload's Filter time."""
+    taints: tuple[ddev.Taint, ...] = ()
+    """The slice's taints plus those of matching DeviceTaintRules (the store patches them in)."""
+    consumes_counters: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...] = ()
+    """(counter set, ((counter, amount), ...)) per entry of ``consumesCounters``."""
+    node_name: str = ""
+    all_nodes: bool = False
+    node_selector: sel.NodeSelector | None = None
+    node_selector_raw: dict[str, Any] | None = None
+    """Per-device node selection (only read when the slice sets ``perDeviceNodeSelection``)."""
+    allow_multiple: bool = False
+    capacity: dict[str, ddev.DeviceCapacity] = field(default_factory=dict, compare=False)
+    """``capacity`` by its name as written (requests name it the same way), for consumable capacity."""
+    simple: bool = True
+    """No taints, counters, sharing or request policies: the allocator's fast path may take it."""
+    binding_conditions: tuple[str, ...] = ()
+    """``bindingConditions``: condition types that must be True in the claim's
+    ``status.devices`` before the pod may be bound (PreBind waits for them)."""
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+    """``bindsToNode``: the allocation is restricted to the node it was made for."""
+
+    def reaches(self, node_name: str, node_labels: Mapping[str, str]) -> bool:
+        """Per-device node selection (``NodeMatches`` on the device's own fields)."""
+        if self.node_name:
+            return self.node_name == node_name
+        if self.all_nodes:
+            return True
+        return self.node_selector is not None and self.node_selector.matches(node_name, node_labels)
 
 
 def _attr_value(v: JSON) -> Any:
@@ -92,13 +127,36 @@ def _device_from_json(driver: str, doc: JSON) -> Device:
     for name, v in (doc.get("capacity") or {}).items():
         domain, _, ident = name.rpartition("/")
         caps.setdefault(domain or driver, {})[ident] = quantity.to_int((v or {}).get("value", "0"))
-    dev = {
-        "driver": driver,
-        "attributes": by_domain,
-        "capacity": caps,
-        "allowMultipleAllocations": bool(doc.get("allowMultipleAllocations")),
-    }
-    return Device(str(doc.get("name", "")), attrs, {"device": dev})
+    multiple = bool(doc.get("allowMultipleAllocations"))
+    dev = {"driver": driver, "attributes": by_domain, "capacity": caps, "allowMultipleAllocations": multiple}
+    capacity = {str(k): ddev.device_capacity_from_json(v or {}) for k, v in (doc.get("capacity") or {}).items()}
+    taints = tuple(ddev.taint_from_json(t or {}) for t in doc.get("taints") or ())
+    counters = tuple(
+        (str(c.get("counterSet", "")), _counters(c.get("counters"))) for c in doc.get("consumesCounters") or ()
+    )
+    ns_raw = doc.get("nodeSelector")
+    policies = any(c.policy is not None for c in capacity.values())
+    return Device(
+        str(doc.get("name", "")),
+        attrs,
+        {"device": dev},
+        taints=taints,
+        consumes_counters=counters,
+        node_name=str(doc.get("nodeName") or ""),
+        all_nodes=bool(doc.get("allNodes")),
+        node_selector=sel.compile_node_selector(ns_raw) if ns_raw else None,
+        node_selector_raw=dict(ns_raw) if ns_raw else None,
+        allow_multiple=multiple,
+        capacity=capacity,
+        simple=not (taints or counters or multiple or policies),
+        binding_conditions=tuple(str(c) for c in doc.get("bindingConditions") or ()),
+        binding_failure_conditions=tuple(str(c) for c in doc.get("bindingFailureConditions") or ()),
+        binds_to_node=bool(doc.get("bindsToNode")),
+    )
+
+
+def _counters(doc: Mapping[str, Any] | None) -> tuple[tuple[str, Decimal], ...]:
+    return tuple((str(k), quantity.parse(str((v or {}).get("value", "0")))) for k, v in (doc or {}).items())
 
 
 @dataclass(slots=True)
@@ -114,14 +172,24 @@ class ResourceSlice:
     node_selector: sel.NodeSelector | None = None
     node_selector_raw: dict[str, Any] | None = None
     devices: tuple[Device, ...] = ()
+    per_device: bool = False
+    """``perDeviceNodeSelection``: each device says where it is reachable."""
+    shared_counters: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...] = ()
+    """``sharedCounters``: (counter set, ((counter, amount), ...)); such a slice has no devices."""
 
     def reaches(self, node_name: str, node_labels: Mapping[str, str]) -> bool:
-        """Whether a pod on this node can use the slice's devices (nodeName, allNodes or nodeSelector)."""
+        """Whether a pod on this node can use the slice's devices (nodeName, allNodes or
+        nodeSelector; with per-device node selection, whether one of its devices is reachable)."""
         if self.node_name:
             return self.node_name == node_name
         if self.all_nodes:
             return True
+        if self.per_device:
+            return any(d.reaches(node_name, node_labels) for d in self.devices)
         return self.node_selector is not None and self.node_selector.matches(node_name, node_labels)
+
+    def device_reaches(self, device: Device, node_name: str, node_labels: Mapping[str, str]) -> bool:
+        return not self.per_device or device.reaches(node_name, node_labels)
 
 
 def resource_slice_from_json(doc: JSON) -> ResourceSlice:
@@ -141,6 +209,10 @@ def resource_slice_from_json(doc: JSON) -> ResourceSlice:
         node_selector=sel.compile_node_selector(ns_raw) if ns_raw else None,
         node_selector_raw=dict(ns_raw) if ns_raw else None,
         devices=tuple(_device_from_json(driver, d) for d in spec.get("devices") or ()),
+        per_device=bool(spec.get("perDeviceNodeSelection")),
+        shared_counters=tuple(
+            (str(c.get("name", "")), _counters(c.get("counters"))) for c in spec.get("sharedCounters") or ()
+        ),
     )
 
 
@@ -156,12 +228,23 @@ class DeviceClass:
     name: str
     resource_version: str = ""
     selectors: tuple[str, ...] = ()
+    extended_resource_name: str = ""
+    """``spec.extendedResourceName``: pods requesting it get devices of this class (DRAExtendedResource)."""
+    config: tuple[dict[str, Any], ...] = ()
+    """``spec.config`` as written (each ``{"opaque": ...}``): copied into allocations (source FromClass)."""
+    created: str = ""
+    """``creationTimestamp`` (RFC 3339, so ordered as text): the newer class wins a shared extended resource name."""
 
 
 def device_class_from_json(doc: JSON) -> DeviceClass:
     meta, spec = _meta(doc), doc.get("spec") or {}
     return DeviceClass(
-        str(meta.get("name", "")), str(meta.get("resourceVersion", "")), _selectors(spec.get("selectors"))
+        str(meta.get("name", "")),
+        str(meta.get("resourceVersion", "")),
+        _selectors(spec.get("selectors")),
+        extended_resource_name=str(spec.get("extendedResourceName") or ""),
+        config=tuple(dict(c) for c in spec.get("config") or ()),
+        created=str(meta.get("creationTimestamp") or ""),
     )
 
 
@@ -177,6 +260,12 @@ class Request:
     selectors: tuple[str, ...] = ()
     mode: str = EXACT_COUNT
     count: int = 1
+    admin_access: bool = False
+    tolerations: tuple[ddev.Toleration, ...] = ()
+    tolerations_raw: tuple[dict[str, Any], ...] = ()
+    """As written: the allocation result copies the request's tolerations."""
+    capacity: dict[str, ddev.Qty] | None = None
+    """``capacity.requests`` (None: not set)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +281,7 @@ class Constraint:
     requests: tuple[str, ...]
     """Request names it applies to (empty: every request of the claim)."""
     match_attribute: str
+    distinct_attribute: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,13 +290,60 @@ class DeviceResult:
     driver: str
     pool: str
     device: str
+    admin_access: bool = False
+    """Admin access: the device is not consumed (others may still get it)."""
+    tolerations: tuple[dict[str, Any], ...] = ()
+    share_id: str = ""
+    """Set for a share of an ``allowMultipleAllocations`` device."""
+    consumed: tuple[tuple[str, str], ...] = ()
+    """``consumedCapacity`` as written: (capacity name, quantity text)."""
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def id(self) -> DeviceID:
         return (self.driver, self.pool, self.device)
 
+    def consumed_values(self) -> dict[str, Decimal]:
+        """The consumed capacity as numbers (an unparseable entry counts as nothing)."""
+        out: dict[str, Decimal] = {}
+        for name, text in self.consumed:
+            try:
+                out[name] = quantity.parse(text)
+            except quantity.QuantityError:
+                continue
+        return out
+
     def to_json(self) -> dict[str, Any]:
-        return {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
+        out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
+        if self.admin_access:
+            out["adminAccess"] = True
+        if self.tolerations:
+            out["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.share_id:
+            out["shareID"] = self.share_id
+        if self.consumed:
+            out["consumedCapacity"] = dict(self.consumed)
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+        if self.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
+        return out
+
+
+def _device_result(r: JSON) -> DeviceResult:
+    return DeviceResult(
+        str(r.get("request", "")),
+        str(r.get("driver", "")),
+        str(r.get("pool", "")),
+        str(r.get("device", "")),
+        admin_access=bool(r.get("adminAccess")),
+        tolerations=tuple(dict(t) for t in r.get("tolerations") or ()),
+        share_id=str(r.get("shareID") or ""),
+        consumed=tuple((str(k), str(v)) for k, v in (r.get("consumedCapacity") or {}).items()),
+        binding_conditions=tuple(str(c) for c in r.get("bindingConditions") or ()),
+        binding_failure_conditions=tuple(str(c) for c in r.get("bindingFailureConditions") or ()),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,10 +351,21 @@ class Allocation:
     results: tuple[DeviceResult, ...]
     node_selector_raw: dict[str, Any] | None = None
     """Where the allocated devices are reachable (None: every node)."""
+    config: tuple[dict[str, Any], ...] = ()
+    """``devices.config``: ``{"source", "requests"?, "opaque"}`` entries, as the allocator writes them."""
+    timestamp: str = ""
+    """``allocationTimestamp`` (RFC 3339): when PreBind wrote it; binding conditions time out from it."""
 
     @property
     def devices(self) -> frozenset[DeviceID]:
-        return frozenset(r.id for r in self.results)
+        """The devices this allocation holds exclusively (``foreachAllocatedDevice``: results with
+        admin access hold nothing, shares of a shareable device are :attr:`shares`)."""
+        return frozenset(r.id for r in self.results if not r.admin_access and not r.share_id)
+
+    @property
+    def shares(self) -> tuple[DeviceResult, ...]:
+        """Results that are one share of an ``allowMultipleAllocations`` device (not admin access)."""
+        return tuple(r for r in self.results if r.share_id and not r.admin_access)
 
     def available_on(self, node_name: str, node_labels: Mapping[str, str]) -> bool:
         if self.node_selector_raw is None:
@@ -225,23 +373,24 @@ class Allocation:
         return sel.compile_node_selector(self.node_selector_raw).matches(node_name, node_labels)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"devices": {"results": [r.to_json() for r in self.results]}}
+        devices: dict[str, Any] = {"results": [r.to_json() for r in self.results]}
+        if self.config:
+            devices["config"] = [dict(c) for c in self.config]
+        out: dict[str, Any] = {"devices": devices}
         if self.node_selector_raw is not None:
             out["nodeSelector"] = self.node_selector_raw
+        if self.timestamp:
+            out["allocationTimestamp"] = self.timestamp
         return out
 
 
 def allocation_from_json(doc: JSON | None) -> Allocation | None:
     if not doc:
         return None
-    results = tuple(
-        DeviceResult(
-            str(r.get("request", "")), str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))
-        )
-        for r in (doc.get("devices") or {}).get("results") or ()
-    )
+    results = tuple(_device_result(r) for r in (doc.get("devices") or {}).get("results") or ())
     ns = doc.get("nodeSelector")
-    return Allocation(results, dict(ns) if ns else None)
+    config = tuple(dict(c) for c in (doc.get("devices") or {}).get("config") or ())
+    return Allocation(results, dict(ns) if ns else None, config, str(doc.get("allocationTimestamp") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,13 +431,19 @@ class ResourceClaim:
         return len(self.reserved_for) < RESERVED_FOR_MAX
 
 
-def _request(name: str, doc: JSON) -> Request:
+def _request(name: str, doc: JSON, admin: bool = False) -> Request:
+    tols = tuple(dict(t) for t in doc.get("tolerations") or ())
+    caps = (doc.get("capacity") or {}).get("requests") if doc.get("capacity") is not None else None
     return Request(
         name,
         str(doc.get("deviceClassName", "")),
         _selectors(doc.get("selectors")),
         str(doc.get("allocationMode") or EXACT_COUNT),
         int(doc.get("count") or 1),
+        admin_access=admin,
+        tolerations=tuple(ddev.toleration_from_json(t) for t in tols),
+        tolerations_raw=tols,
+        capacity=None if caps is None else {str(k): ddev.qty(v) for k, v in caps.items()},
     )
 
 
@@ -302,9 +457,14 @@ def resource_claim_from_json(doc: JSON) -> ResourceClaim:
             subs = tuple(_request(f"{name}/{s.get('name', '')}", s) for s in r["firstAvailable"])
             requests.append(DeviceRequest(name, subs, first_available=True))
         else:
-            requests.append(DeviceRequest(name, (_request(name, r.get("exactly") or {}),)))
+            exactly = r.get("exactly") or {}
+            requests.append(DeviceRequest(name, (_request(name, exactly, bool(exactly.get("adminAccess"))),)))
     constraints = tuple(
-        Constraint(tuple(str(x) for x in c.get("requests") or ()), str(c.get("matchAttribute", "")))
+        Constraint(
+            tuple(str(x) for x in c.get("requests") or ()),
+            str(c.get("matchAttribute") or ""),
+            str(c.get("distinctAttribute") or ""),
+        )
         for c in devices.get("constraints") or ()
     )
     owner = next((o for o in meta.get("ownerReferences") or () if o.get("controller")), None)
@@ -335,6 +495,8 @@ class Candidate:
     id: DeviceID
     device: Device
     slice: ResourceSlice
+    pool: ddev.Pool | None = None
+    """Its pool's counter sets (None: a pool without any, as :func:`candidates_for_node` makes)."""
 
 
 def candidates_for_node(
@@ -351,5 +513,6 @@ def candidates_for_node(
         if s.generation != newest[(s.driver, s.pool)]:
             continue
         for d in s.devices:
-            out.append(Candidate((s.driver, s.pool, d.name), d, s))
+            if s.device_reaches(d, node_name, node_labels):
+                out.append(Candidate((s.driver, s.pool, d.name), d, s))
     return out

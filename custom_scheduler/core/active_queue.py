@@ -83,6 +83,13 @@ class ActiveQueue(HeapQueue):
         self._scheduling_cycle += 1
         return qpi
 
+    def take(self, qpi: QueuedPodInfo, event: str) -> None:
+        """Pop ``qpi``, which another sub-queue gave up, as if it had come through activeQ: it
+        counts as incoming here under ``event`` and starts its attempt in a new cycle."""
+        self.incoming[event] += 1
+        self.start_attempt(qpi)
+        self._scheduling_cycle += 1
+
     # -- in flight ------------------------------------------------------------------------------
     def start_attempt(self, qpi: QueuedPodInfo) -> None:
         """Count an attempt of a pod no longer in any sub-queue and mark it in flight; a group

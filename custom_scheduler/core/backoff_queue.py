@@ -70,6 +70,26 @@ class BackoffQueue(HeapQueue):
         head = self._heap.peek()
         return None if head is None else self.expiry(head)
 
+    def pop_for_idle(self, active_before: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> QueuedPodInfo | None:
+        """Take the pod to try next while activeQ is empty, before its backoff ends (upstream's
+        ``popBackoff`` under SchedulerPopFromBackoffQ, on by default since 1.33): the earliest
+        expiry among pods that plugins rejected, equal expiries in activeQ's order. Pods backing
+        off after an error are not taken (upstream keeps them in a heap of their own): an error
+        retried at once would likely fail again. None when no such pod waits.
+
+        A scan, not a heap pop: it runs only when the scheduler has nothing else to do."""
+        best: QueuedPodInfo | None = None
+        best_expiry = 0.0
+        for qpi in self._heap:
+            if not qpi.unschedulable_plugins:
+                continue
+            expiry = self.expiry(qpi)
+            if best is None or expiry < best_expiry or (expiry == best_expiry and active_before(qpi, best)):
+                best, best_expiry = qpi, expiry
+        if best is not None:
+            self._heap.remove(best.uid)
+        return best
+
     def pop_completed(self) -> list[QueuedPodInfo]:
         """Take every pod whose backoff has ended, earliest first (upstream's
         ``popAllBackoffCompleted``)."""

@@ -186,8 +186,10 @@ class BindingCycle:
         record_only: bool = False,
         confirm: Callable[[Pod, str], None] | None = None,
         clock: Clock = time.monotonic,
+        nominate_for_expectation: bool = True,
     ) -> None:
         self.cache = cache
+        self.nominate_for_expectation = nominate_for_expectation
         self.queue = queue
         self.events = events
         self.fence = fence
@@ -222,11 +224,29 @@ class BindingCycle:
         if not self.fence.held:  # queued before the loss: cancelled, nothing is written
             self._fenced(a)
             return
+        if not self._nominate_if_slow(a):
+            return
         wait = a.fwk.wait_on_permit(a.pod)
         if wait is not None:
             self._after(wait, a, self._after_permit)
             return
         self._after_permit(a, None)
+
+    def _nominate_if_slow(self, a: Assumed) -> bool:
+        """NominatedNodeNameForExpectation (beta, on since 1.35): when PreBind will have work
+        (volumes, devices) or the pod waits at Permit, write ``status.nominatedNodeName`` first,
+        so components such as the cluster autoscaler see where the pod is going before it is
+        bound; a pod bound at once gets no extra write. False when a PreBindPreFlight check
+        failed (the attempt has then been failed)."""
+        if not self.nominate_for_expectation or self.record_only:
+            return True
+        st = a.fwk.run_pre_bind_pre_flights(a.state, a.pod, a.node)
+        if st.code is Code.ERROR:
+            self._rejected(a, st, "PreBindPreFlight")
+            return False
+        if (st.is_success or a.fwk.waiting.get(a.pod.uid) is not None) and self.events is not None:
+            self.events.nominate(a.pod, a.node)
+        return True
 
     def _after(self, fut: Future[Status], a: Assumed, then: Callable[[Assumed, Status | None], None]) -> None:
         """Continue with ``then(a, status)`` once ``fut`` resolves: inline when it already has,

@@ -1,7 +1,8 @@
 """Which pods a DRA event may help: DynamicResources' EventsToRegister, with its hints.
 
 Upstream registers ResourceClaim add/update/delete (hint: only pods that use the claim),
-DeviceClass add/update, ResourceSlice add/update, and the pod's own generated-claim status
+DeviceClass add/update, ResourceSlice add/update (which covers DeviceTaintRule changes: upstream
+sees them as updates of the slices they patch), and the pod's own generated-claim status
 update (here part of the pod's spec signature, see ``model.PodResourceClaim``). A claim event
 matters to the pods in its namespace that name it or that own it (the resourceclaim controller's
 claim for a template, before the pod's status names it). A claim delete frees its devices, so it
@@ -46,6 +47,10 @@ def requeue_for(kind: str, old: Any, new: Any) -> Requeue | None:
             # Deleted or deallocated: its devices are free for anyone.
             return Requeue(f"ResourceClaim{action}", PLUGINS)
         return Requeue(f"ResourceClaim{action}", PLUGINS, _uses_claim(obj.namespace, obj.name, obj.owner_uid))
+    if kind == fdra.TAINT_RULE:
+        # kube-scheduler sees a DeviceTaintRule only through the slices its resourceslice tracker
+        # patches: any change of a rule (a delete lifts a taint) is a ResourceSlice update there.
+        return Requeue("ResourceSliceUpdate", PLUGINS)
     if new is None:
         return None  # deleted slices and classes make no pod schedulable
     action = "Add" if old is None else "Update"

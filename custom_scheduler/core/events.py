@@ -253,6 +253,18 @@ class Writer:
             pass  # the Event is gone (its TTL ran out): the count goes with it; a repeat after the window posts anew
 
     # -- pod status -------------------------------------------------------------------------------
+    def nominate(self, pod: Pod, node: str) -> None:
+        """PATCH ``status.nominatedNodeName`` (uid-preconditioned; a pod gone meanwhile is fine)."""
+        patch = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}
+
+        def write() -> None:
+            try:
+                self.client.patch(pod_path(pod.namespace, pod.name, "status"), patch, STRATEGIC_PATCH_CT)
+            except (api_errors.NotFound, api_errors.Conflict):
+                pass  # gone, or replaced by a pod of the same name: nothing to nominate
+
+        self._submit(write)
+
     def pod_condition(self, pod: Pod, *, status: str, reason: str, message: str, nominated: str | None = None) -> None:
         """PATCH ``PodScheduled`` (and optionally ``nominatedNodeName``) when something changed."""
         cond = pod.scheduled_condition

@@ -62,6 +62,11 @@ class _Attempt:
     cycle: int
     start: float
 
+    @property
+    def name(self) -> str:
+        """The group as a user names it (``namespace/name``), not the plugin's internal key."""
+        return self.group.partition(":")[2] or self.group
+
 
 class GroupCycle:
     """Schedules a whole gang in one cycle, for :class:`~custom_scheduler.core.cycle.SchedulingCycle`.
@@ -159,9 +164,10 @@ class GroupCycle:
         """The gang cannot be placed: revert every assumption and fail every member with the
         group's message."""
         self._revert(a.fwk, trial)
-        message = f"pod group {a.group} is unschedulable: {verdict.message}"
+        message = f"pod group {a.name} is unschedulable: {verdict.message}"
         if trial.failed:
-            message += f"; {trial.failed[0][1]}"
+            # The verdict counts members placed and still to try; say what became of the others.
+            message += f"; {len(trial.failed)} member(s) fit no node: {trial.failed[0][1]}"
         for qpi in a.members:
             qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, verdict.plugin or "GangScheduling"}
             self._fail_member(a.fwk, qpi, a.cycle, "Unschedulable", message)
@@ -217,7 +223,7 @@ class GroupCycle:
                 self.evictor.start(qpi.pod, node, victims, ())
                 evicted += len(victims)
         nominated = {qpi.pod.uid: node for qpi, node, _ in plan}
-        message = f"pod group {a.group} is waiting for the preemption of {evicted} pod(s)"
+        message = f"pod group {a.name} is waiting for the preemption of {evicted} pod(s)"
         for qpi in a.members:
             qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, "DefaultPreemption"}
             with structlog.contextvars.bound_contextvars(pod=qpi.pod.key, uid=qpi.pod.uid, attempt=qpi.attempts):

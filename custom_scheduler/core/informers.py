@@ -36,7 +36,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from custom_scheduler.api import dra, storage
+from custom_scheduler.api import dra, dra_devices, storage
 from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Node, Pod, node_from_json, pod_from_json
 from custom_scheduler.framework import dra_store as fdra
@@ -347,6 +347,9 @@ DRA_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
     (fdra.SLICE, f"{dra.API}/resourceslices", dra.resource_slice_from_json),
     (fdra.CLASS, f"{dra.API}/deviceclasses", dra.device_class_from_json),
     (fdra.CLAIM, f"{dra.API}/resourceclaims", dra.resource_claim_from_json),
+    # DRADeviceTaintRules (GA, on in 1.37): kube-scheduler's resourceslice tracker watches them and
+    # patches their taints into the slices' devices.
+    (fdra.TAINT_RULE, f"{dra.API}/devicetaintrules", dra_devices.device_taint_rule_from_json),
 )
 
 

@@ -76,6 +76,10 @@ class EventSink(Protocol):
         self, pod: Pod, *, status: str, reason: str, message: str, nominated: str | None = None
     ) -> None: ...
 
+    def nominate(self, pod: Pod, node: str) -> None:
+        """Set ``status.nominatedNodeName`` alone (NominatedNodeNameForExpectation)."""
+        ...
+
 
 @dataclass(slots=True)
 class RecordedEvent:
@@ -103,6 +107,9 @@ class RecordingEvents:
                 self.nominations[pod.key] = nominated
             else:
                 self.nominations.pop(pod.key, None)
+
+    def nominate(self, pod: Pod, node: str) -> None:
+        self.nominations[pod.key] = node
 
     def last(self, pod_key: str) -> RecordedEvent | None:
         for e in reversed(self.events):

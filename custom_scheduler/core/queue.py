@@ -80,6 +80,9 @@ POD_UPDATE = "PodUpdate"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+#: The incoming event of a pod an idle scheduler took from backoffQ (upstream's ``PopFromBackoffQ``).
+POP_FROM_BACKOFF = "PopFromBackoffQ"
+
 # Cluster events the informers pass to move_all_to_active_or_backoff.
 NODE_ADD = "NodeAdd"
 NODE_UPDATE = "NodeUpdate"
@@ -148,8 +151,12 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         max_in_unschedulable: float = 300.0,
         pre_enqueue: PreEnqueueCheck | None = None,
+        pop_from_backoff: bool = True,
     ) -> None:
         self._pre_enqueue = pre_enqueue
+        # SchedulerPopFromBackoffQ (beta, on since 1.33): an idle scheduler tries a backing-off pod
+        # now rather than waiting for its timer.
+        self._pop_from_backoff = pop_from_backoff
         self._clock = clock
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -265,6 +272,9 @@ class SchedulingQueue:
                 self._flush_backoff_locked()
                 if self._active:
                     return self._active.pop()
+                if self._pop_from_backoff and (qpi := self._backoff.pop_for_idle(self._active.before)) is not None:
+                    self._active.take(qpi, POP_FROM_BACKOFF)
+                    return qpi
                 wait: float | None = None
                 if deadline is not None:
                     wait = deadline - time.monotonic()

@@ -306,6 +306,8 @@ def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[s
     reasons = _events(kube, "FailedScheduling")
     preempted = _events(kube, "Preempted")
     live = {p["metadata"]["name"]: p for p in cluster.list_pods(kube, NAMESPACE)}
+    # The Preempted event names the preemptor by UID (upstream's text); the summary names the pod.
+    by_uid = {p["metadata"].get("uid", ""): name for name, p in live.items()}
     result: dict[str, str] = {}
     rows: dict[str, list[tuple[str, str]]] = {s: [] for s in SCENARIOS}
     for p in created:
@@ -313,7 +315,11 @@ def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[s
         scenario = p["metadata"]["labels"]["demo/scenario"]
         cur = live.get(name)
         if cur is None:
-            what = f"preempted ({preempted.get(name, 'deleted')})"
+            note = preempted.get(name, "deleted")
+            for uid, pod_name in by_uid.items():
+                if uid and uid in note:
+                    note = note.replace(uid, pod_name)
+            what = f"preempted ({note})"
             result[name] = "preempted"
         elif cur["spec"].get("nodeName"):
             what = result[name] = cur["spec"]["nodeName"]

@@ -52,6 +52,7 @@ RESERVE = "Reserve"
 UNRESERVE = "Unreserve"
 PERMIT = "Permit"
 PRE_BIND = "PreBind"
+PRE_BIND_PRE_FLIGHT = "PreBindPreFlight"
 BIND = "Bind"
 POST_BIND = "PostBind"
 

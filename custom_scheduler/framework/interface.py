@@ -215,6 +215,15 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreBindPreFlightPlugin(Plugin, Protocol):
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Whether this plugin's PreBind will have work for ``pod`` on ``node_name`` (upstream's
+        PreBindPreFlight): SUCCESS if so, SKIP if not, an ERROR. Cheap and without API calls: it
+        decides whether the pod is nominated to the node before a binding that may take long."""
+        ...
+
+
+@runtime_checkable
 class PreBindWaiter(Plugin, Protocol):
     def pre_bind_pending(self, state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
         """After ``pre_bind`` succeeded: what the binding cycle must still wait for before Bind

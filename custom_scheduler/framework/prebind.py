@@ -1,8 +1,9 @@
-"""PreBind's waits joined into one Future for the binding cycle (``PreBindWaiter``).
+"""The binding cycle's extension points beside PreBind itself: the PreBindPreFlight checks, PreBind's
+waits joined into one Future (``PreBindWaiter``), and Bind.
 
 Apart from :mod:`~custom_scheduler.framework.runtime` to keep that module to its size; the binding
-cycle (:mod:`custom_scheduler.core.binding`) continues as this Future's callback, so a pod whose
-volumes or devices are still being provisioned holds no thread.
+cycle (:mod:`custom_scheduler.core.binding`) continues as the waits' Future's callback, so a pod
+whose volumes or devices are still being provisioned holds no thread.
 """
 
 from __future__ import annotations
@@ -12,8 +13,28 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework import interface as fi
-from custom_scheduler.framework.types import SUCCESS, CycleState, Status
+from custom_scheduler.framework.types import SUCCESS, BindOutcome, BindResult, Code, CycleState, Status
+
+
+def pre_flights(plugins: Sequence[fi.PreBindPlugin], state: CycleState, pod: Pod, node_name: str) -> Status:
+    """Upstream's RunPreBindPreFlights: SUCCESS when any PreBind plugin will have work, SKIP when
+    none will (a plugin without the check counts as none: it must declare its work to get a
+    nomination written), the first ERROR otherwise."""
+    out = Status(Code.SKIP)
+    for p in plugins:
+        if not isinstance(p, fi.PreBindPreFlightPlugin):
+            continue
+        try:
+            st = p.pre_bind_pre_flight(state, pod, node_name)
+        except Exception as e:
+            st = Status.from_exception(e, p.name)
+        if st.is_success:
+            out = SUCCESS
+        elif st.code is not Code.SKIP:
+            return Status.as_error(f"running PreBindPreFlight {p.name!r}: {st.message}", p.name)
+    return out
 
 
 def pending(plugins: Sequence[fi.PreBindPlugin], state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
@@ -56,3 +77,24 @@ def all_of(pending: Sequence[tuple[str, Future[Status]]]) -> Future[Status]:
     for name, f in pending:
         f.add_done_callback(lambda f, name=name: done(name, f))  # type: ignore[misc]
     return out
+
+
+def bind(
+    plugins: Sequence[fi.BindPlugin], state: CycleState, pod: Pod, node_name: str, recorder: ins.Recorder
+) -> BindResult:
+    """The first Bind plugin that does not skip decides; an exception is an ERROR result. In a
+    sampled cycle each plugin is timed into ``recorder``."""
+    timed = state.record_plugin_metrics
+    for p in plugins:
+        tp = ins.now() if timed else 0.0
+        try:
+            r = p.bind(state, pod, node_name)
+        except Exception as e:
+            r = BindResult(BindOutcome.ERROR, Status.from_exception(e, p.name))
+        if timed:
+            code = Code.SUCCESS if r.is_bound else r.status.code
+            recorder.plugin_duration(p.name, ins.BIND, code, ins.now() - tp)
+        if r.outcome is BindOutcome.SKIPPED:
+            continue
+        return r.with_plugin(p.name)
+    return BindResult(BindOutcome.ERROR, Status.as_error("no bind plugin bound the pod"))

@@ -8,6 +8,7 @@ the daemon, ``explain`` and ``simulate`` all drive the same Framework.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -26,7 +27,6 @@ from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.scoring import FrameworkError, ScoredNode
 from custom_scheduler.framework.types import (
     SUCCESS,
-    BindOutcome,
     BindResult,
     Code,
     CycleState,
@@ -324,7 +324,13 @@ class Framework:
             self.recorder.extension_point(ins.POST_FILTER, r.status.code, self.profile_name, ins.now() - t)
 
     def _run_post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> fi.PostFilterResult:
-        last = fi.PostFilterResult(Status.unschedulable())
+        """Upstream's ``RunPostFilterPlugins``: in order until one succeeds, errs or answers
+        UnschedulableAndUnresolvable (that one's result is the answer); otherwise every plugin's
+        reasons joined (``deallocation of ResourceClaim completed, preemption: ...``), with the
+        last result that decided something (a nomination to clear) and the first rejector."""
+        result: fi.PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
         timed = state.record_plugin_metrics
         for p in self.post_filter:
             t = ins.now() if timed else 0.0
@@ -334,10 +340,18 @@ class Framework:
                 r = fi.PostFilterResult(Status.from_exception(e, p.name))
             if timed:
                 self.recorder.plugin_duration(p.name, ins.POST_FILTER, r.status.code, ins.now() - t)
-            if r.status.is_success or r.status.code is Code.ERROR:
-                return r
-            last = r
-        return last
+            code = r.status.code
+            if r.status.is_success or code in (Code.ERROR, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+                msg = r.message or r.status.message
+                return dataclasses.replace(r, status=r.status.with_plugin(p.name), message=msg)
+            if r.clear_nomination or r.victims or r.nominated_node_name:
+                result = r
+            reasons.extend(r.status.reasons)
+            rejector = rejector or p.name
+        st = Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
+        if result is None:
+            return fi.PostFilterResult(st, message=st.message)
+        return dataclasses.replace(result, status=st, message=st.message)
 
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         return self._run_pre(self.pre_score, ins.PRE_SCORE, state.skip_score, state, pod, nodes)
@@ -525,6 +539,13 @@ class Framework:
         return fut
 
     # -- binding cycle ----------------------------------------------------------------------------
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Whether any PreBind plugin will have work (:func:`prebind.pre_flights`), timed."""
+        t = ins.now()
+        out = prebind.pre_flights(self.pre_bind, state, pod, node_name)
+        self.recorder.extension_point(ins.PRE_BIND_PRE_FLIGHT, out.code, self.profile_name, ins.now() - t)
+        return out
+
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         return self._run_until_failure(self.pre_bind, "pre_bind", ins.PRE_BIND, state, pod, node_name)
 
@@ -537,26 +558,10 @@ class Framework:
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
         """The first Bind plugin that does not skip decides; an exception is an ERROR result."""
         t = ins.now()
-        r = self._run_bind(state, pod, node_name)
+        r = prebind.bind(self.bind, state, pod, node_name, self.recorder)
         code = Code.SUCCESS if r.is_bound else r.status.code
         self.recorder.extension_point(ins.BIND, code, self.profile_name, ins.now() - t)
         return r
-
-    def _run_bind(self, state: CycleState, pod: Pod, node_name: str) -> BindResult:
-        timed = state.record_plugin_metrics
-        for p in self.bind:
-            tp = ins.now() if timed else 0.0
-            try:
-                r = p.bind(state, pod, node_name)
-            except Exception as e:
-                r = BindResult(BindOutcome.ERROR, Status.from_exception(e, p.name))
-            if timed:
-                code = Code.SUCCESS if r.is_bound else r.status.code
-                self.recorder.plugin_duration(p.name, ins.BIND, code, ins.now() - tp)
-            if r.outcome is BindOutcome.SKIPPED:
-                continue
-            return r.with_plugin(p.name)
-        return BindResult(BindOutcome.ERROR, Status.as_error("no bind plugin bound the pod"))
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Every PostBind plugin, in order. The pod is bound whatever they do (PostBind is

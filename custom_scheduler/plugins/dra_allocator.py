@@ -2,168 +2,83 @@
 kept beside the DynamicResources plugin that drives it, apart from the API projections in
 :mod:`custom_scheduler.api.dra` (as upstream keeps the allocator apart from the API types).
 
-:func:`allocate` is the pure part of upstream's structured allocator: given the claims to allocate,
-the devices a node reaches and the devices already in use, it finds one device per requested slot
-(``exactly`` with ``count`` or ``allocationMode: All``, ``firstAvailable`` subrequests in order),
-with the class's and the request's CEL selectors, never the same device twice, and
-``matchAttribute`` constraints, backtracking when a later choice fails. Error messages are
-upstream's (``claim ns/name: selector #0: CEL compile error: ...``), so a user reads the same reason
-as from kube-scheduler. :class:`CELCache` compiles each selector once.
+:func:`allocate` is the pure part of upstream's structured allocator, the ``incubating`` variant
+that 1.37 selects with its default gates (consumable capacity and binding conditions are beta and
+on, which the ``stable`` variant does not support): given the claims to allocate, the devices a
+node reaches (pool by pool, see :mod:`custom_scheduler.api.dra_pools`) and the allocated state, it
+finds one device per requested slot (``exactly`` with ``count`` or ``allocationMode: All``,
+``firstAvailable`` subrequests in order) with the class's and the request's CEL selectors, and
+backtracks (:mod:`custom_scheduler.plugins.dra_search`) over what depends on earlier picks:
 
-The search can be exponential (several requests whose ``matchAttribute`` constraint fails only at
-the last pick try every combination before giving up), so, as upstream bounds it with
-``DynamicResourcesArgs.filterTimeout`` through its context, :func:`allocate` takes a ``deadline``
-(a :func:`time.monotonic` instant) and raises :class:`AllocationTimeout` once it passed. The clock
-is read every :data:`DEADLINE_CHECK_STEPS` picks and after each request's selectors, so the check
-costs nothing measurable and a runaway search still stops within a few milliseconds of its deadline.
+- a device is taken once, except with ``adminAccess`` (not consumed: it may be allocated while
+  in use, only not twice to the same claim) or ``allowMultipleAllocations`` (shared while its
+  capacity lasts; each share gets a ``shareID`` and its ``consumedCapacity``);
+- a device that consumes counters fits only while its pool's counter sets, minus what every
+  allocated, assumed, pending and just-picked device consumes, stay non-negative;
+- a device tainted NoSchedule/NoExecute is skipped unless the request tolerates the taint;
+- ``matchAttribute`` and ``distinctAttribute`` constraints.
+
+Error messages are upstream's (``claim ns/name: selector #0: CEL compile error: ...``), so a user
+reads the same reason as from kube-scheduler. CEL lives in :mod:`custom_scheduler.plugins.dra_cel`.
+
+The search can be exponential, so, as upstream bounds it with ``DynamicResourcesArgs.filterTimeout``
+through its context, :func:`allocate` takes a ``deadline`` (a :func:`time.monotonic` instant) and
+raises :class:`AllocationTimeout` once it passed (checked every :data:`DEADLINE_CHECK_STEPS` picks
+and after each request's selectors).
 """
 
 from __future__ import annotations
 
-import re
-import threading
-import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
+from custom_scheduler.api import dra_devices as ddev
 from custom_scheduler.api.dra import (
     ALL,
     Allocation,
     Candidate,
-    Constraint,
-    Device,
     DeviceClass,
     DeviceID,
     DeviceResult,
     Request,
     ResourceClaim,
-    ResourceSlice,
     device_id_str,
 )
+from custom_scheduler.api.dra_pools import AllocatedState
+from custom_scheduler.plugins.dra_cel import DEVICE_MEMO_MAX, CELCache, CELError
+from custom_scheduler.plugins.dra_search import (
+    DEADLINE_CHECK_STEPS,
+    AllocationError,
+    AllocationTimeout,
+    Options,
+    Pick,
+    Search,
+    check_deadline,
+    claim_ref,
+)
 
-# --- CEL ----------------------------------------------------------------------------------------
+__all__ = [
+    "DEADLINE_CHECK_STEPS",
+    "DEVICE_MEMO_MAX",
+    "AllocationError",
+    "AllocationTimeout",
+    "CELCache",
+    "CELError",
+    "NodeUnschedulable",
+    "allocate",
+]
 
-_DOMAIN_LOOKUP = re.compile(r"""\b(attributes|capacity)\s*\[\s*["']([^"']+)["']\s*\]""")
+#: ``ErrFailedAllocationOnNode`` text when nothing fits and a pool reaching the node is invalid.
+REASON_INVALID_POOLS = "invalid resource pools were encountered"
 
-
-class CELError(Exception):
-    """A selector that does not compile or fails on a device; the message is upstream's cause."""
-
-
-@dataclass(frozen=True, slots=True)
-class Compiled:
-    program: Any
-    error: str
-    domains: tuple[tuple[str, str], ...]
-    """(``attributes``/``capacity``, domain) pairs the expression indexes: upstream's maps return an
-    empty map for an unknown domain, so those are filled in before evaluating."""
-
-
-#: Selector outcomes kept per device (Device.cel_results) before that memo starts over.
-DEVICE_MEMO_MAX = 64
-
-
-class CELCache:
-    """Compile each selector once (per process, shared by every cycle); thread-safe."""
-
-    def __init__(self, max_size: int = 10_000) -> None:
-        self._lock = threading.Lock()
-        self._cache: dict[str, Compiled] = {}
-        self._max = max_size
-
-    def get(self, expr: str) -> Compiled:
-        got = self._cache.get(expr)
-        if got is not None:
-            return got
-        try:
-            # Imported on first use: the package loads its interactive CLI (prompt_toolkit) on
-            # import, ~0.1 s of every start-up that clusters without DRA would pay for nothing.
-            import cel
-
-            c = Compiled(cel.compile(expr), "", tuple(sorted(set(_DOMAIN_LOOKUP.findall(expr)))))
-        except Exception as e:  # the library raises ValueError; anything else is as bad
-            c = Compiled(None, _first_line(str(e)) or type(e).__name__, ())
-        with self._lock:
-            if len(self._cache) >= self._max:
-                self._cache.clear()
-            self._cache[expr] = c
-        return c
-
-    def matches(self, expr: str, device: Device) -> bool:
-        """Evaluate ``expr`` on ``device`` (memoised on the device); raises CELError (message: the
-        cause) on failure, every time it is asked, as the evaluation would."""
-        memo = device.cel_results
-        got = memo.get(expr)
-        if got is None:
-            got = self._evaluate(expr, device)
-            if len(memo) >= DEVICE_MEMO_MAX:
-                memo.clear()  # a device sees few distinct selectors; bound it anyway
-            memo[expr] = got
-        if got is True or got is False:
-            return got
-        raise CELError(got)
-
-    def _evaluate(self, expr: str, device: Device) -> bool | str:
-        """The outcome of ``expr`` on ``device``: the bool, or the CELError message."""
-        try:
-            return self._execute(expr, device)
-        except CELError as e:
-            return str(e)
-
-    def _execute(self, expr: str, device: Device) -> bool:
-        c = self.get(expr)
-        if c.program is None:
-            raise CELError(f"compile error: {c.error}")
-        inp = device.cel_input
-        dev = inp["device"]
-        missing = [(m, d) for m, d in c.domains if d not in dev[m]]
-        if missing:
-            dev = {**dev, "attributes": dict(dev["attributes"]), "capacity": dict(dev["capacity"])}
-            for m, d in missing:
-                dev[m][d] = {}
-            inp = {"device": dev}
-        try:
-            out = c.program.execute(inp)
-        except KeyError as e:
-            raise CELError(f"runtime error: no such key: {e.args[0] if e.args else e}") from None
-        except Exception as e:
-            raise CELError(f"runtime error: {_first_line(str(e)) or type(e).__name__}") from None
-        if not isinstance(out, bool):
-            raise CELError(f"runtime error: expression must evaluate to bool, got {type(out).__name__}")
-        return out
+InUse = Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID]
 
 
-def _first_line(s: str) -> str:
-    return s.strip().splitlines()[0] if s.strip() else ""
-
-
-# --- the allocator ------------------------------------------------------------------------------
-
-
-class AllocationError(Exception):
-    """Allocation cannot even be attempted (a selector's CEL error, a missing class): an error,
-    not "does not fit"."""
-
-
-class AllocationTimeout(Exception):
-    """The search passed its deadline before finding an allocation or proving there is none
-    (upstream's ``context.DeadlineExceeded`` from the allocator)."""
-
-
-#: Picks between two looks at the clock (a power of two: the test is a mask). A pick costs about a
-#: microsecond, so a search overruns its deadline by well under a millisecond.
-DEADLINE_CHECK_STEPS = 256
-_CHECK_MASK = DEADLINE_CHECK_STEPS - 1
-
-
-def _check_deadline(deadline: float | None) -> None:
-    if deadline is not None and time.monotonic() >= deadline:
-        raise AllocationTimeout
-
-
-def _claim_ref(claim: ResourceClaim) -> str:
-    return f"{claim.namespace}/{claim.name}"
+class NodeUnschedulable(Exception):
+    """Upstream's ``ErrFailedAllocationOnNode``: this node cannot serve the claims, for the reason in
+    the message (Unschedulable, not an error: other nodes may)."""
 
 
 def _matching(
@@ -177,10 +92,10 @@ def _matching(
     cls = classes(req.device_class)
     if cls is None:
         raise AllocationError(
-            f"claim {_claim_ref(claim)}, request {req.name}: could not retrieve device class {req.device_class}: "
+            f"claim {claim_ref(claim)}, request {req.name}: could not retrieve device class {req.device_class}: "
             f'deviceclass.resource.k8s.io "{req.device_class}" not found'
         )
-    of_class, of_claim = f"class {cls.name}", f"claim {_claim_ref(claim)}"
+    of_class, of_claim = f"class {cls.name}", f"claim {claim_ref(claim)}"
     return [
         c
         for c in candidates
@@ -201,37 +116,104 @@ def _selected(selectors: Sequence[str], c: Candidate, cels: CELCache, owner: str
     return True
 
 
-def _applies(constraint: Constraint, request_name: str) -> bool:
-    if not constraint.requests:
+def _capacity_fits(claim: ResourceClaim, req: Request, c: Candidate, allocated: Mapping[str, Decimal] | None) -> bool:
+    """``CmpRequestOverCapacity`` on what other claims hold; a device with nothing to check (no
+    capacity request, no policy, not shared) fits without computing."""
+    if req.capacity is None and c.device.simple:
         return True
-    parent = request_name.split("/", 1)[0]
-    return request_name in constraint.requests or parent in constraint.requests
+    try:
+        return ddev.fits(req.capacity, c.device.capacity, allocated, None)
+    except ddev.CapacityError as e:
+        raise AllocationError(
+            f"claim {claim_ref(claim)}, request {req.name}: checking capacity for device {device_id_str(c.id)}: {e}"
+        ) from None
 
 
-_UNSET = object()
+def _usable(claim: ResourceClaim, req: Request, c: Candidate, in_use: InUse, shared: Mapping[DeviceID, Any]) -> bool:
+    """What does not depend on the other picks: free (unless admin access), no untolerated taint,
+    capacity left after other claims."""
+    if not req.admin_access and c.id in in_use:
+        return False
+    if c.device.taints and ddev.taint_blocks(c.device.taints, req.tolerations):
+        return False
+    return _capacity_fits(claim, req, c, shared.get(c.id))
 
-Options = list[list[list[list[Candidate]]]]
-"""Per claim, per request, per alternative: the devices it may take (selectors evaluated once)."""
 
-Picks = list[tuple[str, Candidate]]
-"""One claim's choice: (request or subrequest name, device), in request order."""
+def _all_devices(
+    claim: ResourceClaim, req: Request, matching: list[Candidate], in_use: InUse, bad_pools: Sequence[ddev.Pool]
+) -> list[Candidate]:
+    """``allocationMode: All``: every matching device whose static capacity admits the request,
+    or nothing when one of them cannot be had; an error when a pool is incomplete or invalid."""
+    for p in bad_pools:
+        state = "being updated" if p.incomplete else "invalid"
+        raise AllocationError(
+            f"claim {claim_ref(claim)}, request {req.name}: asks for all devices, "
+            f"but resource pool {p.id} is currently {state}"
+        )
+    every = [c for c in matching if _capacity_fits(claim, req, c, None)]
+    if any(not _usable(claim, req, c, in_use, {}) for c in every):
+        return []  # All means all: one device taken, tainted or full and it cannot fit
+    return every
+
+
+def _options(
+    claims: Sequence[ResourceClaim],
+    candidates: Sequence[Candidate],
+    in_use: InUse,
+    classes: Callable[[str], DeviceClass | None],
+    cels: CELCache,
+    deadline: float | None = None,
+) -> Options:
+    """What each alternative of each request may take (selectors and the static checks once).
+    Raises AllocationTimeout when ``deadline`` passed (checked after each request)."""
+    shared = in_use.shared if isinstance(in_use, AllocatedState) else {}
+    bad_pools = getattr(candidates, "bad_pools", ())
+    options: Options = []
+    for claim in claims:
+        per_req = []
+        for dr in claim.requests:
+            per_alt = []
+            for alt in dr.alternatives:
+                matching = _matching(claim, alt, classes, candidates, cels)
+                if alt.mode == ALL:
+                    per_alt.append(_all_devices(claim, alt, matching, in_use, bad_pools))
+                else:
+                    per_alt.append([c for c in matching if _usable(claim, alt, c, in_use, shared)])
+            per_req.append(per_alt)
+            check_deadline(deadline)
+        options.append(per_req)
+    return options
+
+
+def _check_constraints(claims: Sequence[ResourceClaim]) -> None:
+    for claim in claims:
+        for i, con in enumerate(claim.constraints):
+            if not con.match_attribute and not con.distinct_attribute:
+                raise AllocationError(
+                    f"claim {claim_ref(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                )
 
 
 def allocate(
     claims: Sequence[ResourceClaim],
     candidates: Sequence[Candidate],
-    in_use: Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID],
+    in_use: InUse,
     classes: Callable[[str], DeviceClass | None],
     cels: CELCache,
     node_name: str,
     *,
     deadline: float | None = None,
 ) -> list[Allocation] | None:
-    """Allocate every claim of ``claims`` from ``candidates`` (a node's devices), or None when they
-    do not fit. Raises AllocationError for what no node can fix (CEL errors, missing classes), and
-    AllocationTimeout when ``deadline`` (a :func:`time.monotonic` instant; None: no bound) passes
-    before the answer is known."""
-    if not candidates and any(c.requests for c in claims):
+    """Allocate every claim of ``claims`` from ``candidates`` (a node's devices; a
+    :class:`~custom_scheduler.api.dra_pools.NodeDevices` also names its unusable pools), or None
+    when they do not fit. ``in_use`` is the allocated state (an
+    :class:`~custom_scheduler.api.dra_pools.AllocatedState` also knows the shared devices; a plain
+    set: devices held exclusively). Raises AllocationError for what no node can fix (CEL errors,
+    missing classes), NodeUnschedulable when invalid pools may be why nothing fits, and
+    AllocationTimeout when ``deadline`` (a :func:`time.monotonic` instant) passes first."""
+    _check_constraints(claims)
+    bad_pools: Sequence[ddev.Pool] = getattr(candidates, "bad_pools", ())
+    if not candidates and not bad_pools and any(c.requests for c in claims):
         # A node without devices (half the nodes of a typical DRA cluster): nothing can fit, but a
         # missing class is still the same error as with devices, in the same order.
         for claim in claims:
@@ -240,135 +222,94 @@ def allocate(
                     _matching(claim, alt, classes, (), cels)
         return None
     options = _options(claims, candidates, in_use, classes, cels, deadline)
-    if len(claims) == 1 and len(claims[0].requests) == 1 and not claims[0].constraints:
-        only = claims[0].requests[0]
-        if len(only.alternatives) == 1:
-            return _take_first(only.alternatives[0], options[0][0][0], node_name)
-    chosen = _Search(claims, options, deadline).run()
+    chosen = _take_first(claims, options)
     if chosen is None:
+        shared = in_use.shared if isinstance(in_use, AllocatedState) else {}
+        chosen = Search(claims, options, in_use, shared, deadline).run()
+    if chosen is None:
+        if any(p.invalid for p in bad_pools):
+            raise NodeUnschedulable(REASON_INVALID_POOLS)
         return None
-    return [_allocation(picks, node_name) for picks in chosen]
+    return [_allocation(claim, picks, node_name) for claim, picks in zip(claims, chosen, strict=True)]
 
 
-def _options(
-    claims: Sequence[ResourceClaim],
-    candidates: Sequence[Candidate],
-    in_use: Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID],
-    classes: Callable[[str], DeviceClass | None],
-    cels: CELCache,
-    deadline: float | None = None,
-) -> Options:
-    """What each alternative of each request may take: the free devices its selectors accept;
-    for ``allocationMode: All``, every device they accept, or none if one of those is in use.
-    Raises AllocationTimeout when ``deadline`` passed (checked after each request: the selectors
-    of thousands of devices are where a search without combinatorics spends its time)."""
-    free = [c for c in candidates if c.id not in in_use]
-    options: Options = []
-    for claim in claims:
-        per_req = []
-        for dr in claim.requests:
-            per_alt = []
-            for alt in dr.alternatives:
-                if alt.mode == ALL:
-                    every = _matching(claim, alt, classes, candidates, cels)
-                    # All means all: one device already taken by another claim and it cannot fit.
-                    per_alt.append(every if every and all(c.id not in in_use for c in every) else [])
-                else:
-                    per_alt.append(_matching(claim, alt, classes, free, cels))
-            per_req.append(per_alt)
-            _check_deadline(deadline)
-        options.append(per_req)
-    return options
-
-
-def _take_first(alt: Request, opts: list[Candidate], node_name: str) -> list[Allocation] | None:
-    """The common shape (one claim, one request with one alternative, no constraints): the search
-    would take the first ``need`` matching devices in order, one step each, with nothing to
-    backtrack over; take them directly."""
+def _take_first(claims: Sequence[ResourceClaim], options: Options) -> list[list[Pick]] | None:
+    """The common shape (one claim, one request with one alternative, no constraints, plain
+    devices): the search would take the first ``need`` matching devices in order, one step each,
+    with nothing to backtrack over; take them directly. None: let the search decide."""
+    if len(claims) != 1 or len(claims[0].requests) != 1 or claims[0].constraints:
+        return None
+    only = claims[0].requests[0]
+    if len(only.alternatives) != 1:
+        return None
+    alt, opts = only.alternatives[0], options[0][0][0]
     need = len(opts) if alt.mode == ALL else alt.count
-    if need == 0 or len(opts) < need:
+    if need == 0 or len(opts) < need or not all(c.device.simple for c in opts[:need]):
         return None
-    return [_allocation([(alt.name, c) for c in opts[:need]], node_name)]
+    return [[Pick(alt, c) for c in opts[:need]]]
 
 
-def _allocation(picks: Picks, node_name: str) -> Allocation:
-    results = tuple(DeviceResult(rn, c.id[0], c.id[1], c.id[2]) for rn, c in picks)
-    return Allocation(results, _node_selector([c.slice for _, c in picks], node_name))
+def _result(p: Pick) -> DeviceResult:
+    shared = p.cand.device.allow_multiple
+    return DeviceResult(
+        p.alt.name,
+        *p.cand.id,
+        admin_access=p.alt.admin_access,
+        tolerations=p.alt.tolerations_raw,
+        share_id=str(uuid.uuid4()) if shared else "",
+        consumed=tuple((k, q.text) for k, q in (p.consumed or {}).items()) if shared else (),
+        binding_conditions=p.cand.device.binding_conditions,
+        binding_failure_conditions=p.cand.device.binding_failure_conditions,
+    )
 
 
-class _Search:
-    """Upstream's backtracking search: claims in order, each request in order, the first
-    alternative (``firstAvailable`` subrequest) that can be filled, its ``need`` devices picked
-    in candidate order, never one device twice, each pick checked against the claim's
-    ``matchAttribute`` constraints; a dead end undoes the latest pick. Only ``deadline`` bounds
-    it (AllocationTimeout), as only upstream's context bounds its search: no step limit turns
-    a slow answer into a wrong "does not fit"."""
-
-    def __init__(self, claims: Sequence[ResourceClaim], options: Options, deadline: float | None) -> None:
-        self.claims = claims
-        self.options = options
-        self.deadline = deadline
-        self.used: set[DeviceID] = set()
-        self.chosen: list[Picks] = [[] for _ in claims]
-        self.steps = 0
-
-    def run(self) -> list[Picks] | None:
-        return self.chosen if self._fill(0, 0) else None
-
-    def _constraint_ok(self, ci: int, req_name: str, cand: Candidate) -> bool:
-        for con in self.claims[ci].constraints:
-            if not _applies(con, req_name):
-                continue
-            val = cand.device.attributes.get(con.match_attribute, _UNSET)
-            if val is _UNSET:
-                return False
-            for rn, prev in self.chosen[ci]:
-                if _applies(con, rn) and prev.device.attributes.get(con.match_attribute, _UNSET) != val:
-                    return False
-        return True
-
-    def _fill(self, ci: int, ri: int) -> bool:
-        """Fill request ``ri`` of claim ``ci`` and everything after it."""
-        if ci == len(self.claims):
-            return True
-        if ri == len(self.claims[ci].requests):
-            return self._fill(ci + 1, 0)
-        for ai, alt in enumerate(self.claims[ci].requests[ri].alternatives):
-            opts = self.options[ci][ri][ai]
-            need = len(opts) if alt.mode == ALL else alt.count
-            if need == 0 or len(opts) < need:
-                continue
-            if self._pick(ci, ri, alt, opts, need, 0):
-                return True
-        return False
-
-    def _pick(self, ci: int, ri: int, alt: Request, opts: list[Candidate], need: int, start: int) -> bool:
-        """Pick ``need`` more devices for ``alt`` from ``opts[start:]``, then go on to the next request."""
-        if need == 0:
-            return self._fill(ci, ri + 1)
-        for i in range(start, len(opts) - need + 1):
-            self.steps += 1
-            if not self.steps & _CHECK_MASK:
-                _check_deadline(self.deadline)
-            cand = opts[i]
-            if cand.id in self.used or not self._constraint_ok(ci, alt.name, cand):
-                continue
-            self.used.add(cand.id)
-            self.chosen[ci].append((alt.name, cand))
-            if self._pick(ci, ri, alt, opts, need - 1, i + 1):
-                return True
-            self.chosen[ci].pop()
-            self.used.discard(cand.id)
-        return False
+def _allocation(claim: ResourceClaim, picks: Sequence[Pick], node_name: str) -> Allocation:
+    return Allocation(tuple(_result(p) for p in picks), _node_selector(claim, picks, node_name))
 
 
-def _node_selector(slices: Sequence[ResourceSlice], node_name: str) -> dict[str, Any] | None:
-    """Where an allocation is usable: everywhere when every device is in an allNodes slice, the
-    slices' common selector, else this node (``metadata.name`` field selector, as upstream)."""
-    if all(s.all_nodes for s in slices):
+def _node_selector(claim: ResourceClaim, picks: Sequence[Pick], node_name: str) -> dict[str, Any] | None:
+    """``createNodeSelector``: this node (``metadata.name``) when a device is local to one node;
+    else the one-term node selectors of the devices' slices (or of the devices, with per-device node
+    selection) merged into one term; None (everywhere) when no device restricts it."""
+    fields: list[dict[str, Any]] = []
+    exprs: list[dict[str, Any]] = []
+    for p in picks:
+        s, d = p.cand.slice, p.cand.device
+        name, raw = (d.node_name, d.node_selector_raw) if s.per_device else (s.node_name, s.node_selector_raw)
+        if name or d.binds_to_node:  # local to one node, or binds to the node it is allocated for
+            return {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                ]
+            }
+        terms = (raw or {}).get("nodeSelectorTerms") or []
+        if len(terms) > 1:
+            raise AllocationError(
+                f"create NodeSelector for claim {claim.name}: "
+                f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
+            )
+        if terms:
+            _merge(terms[0].get("matchFields") or [], fields)
+            _merge(terms[0].get("matchExpressions") or [], exprs)
+    if not fields and not exprs:
         return None
-    selectors = {repr(s.node_selector_raw) for s in slices if not s.all_nodes}
-    if all(s.node_selector_raw is not None or s.all_nodes for s in slices) and len(selectors) == 1:
-        first = next(s for s in slices if s.node_selector_raw is not None)
-        return dict(first.node_selector_raw or {})
-    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+    term: dict[str, Any] = {}
+    if exprs:
+        term["matchExpressions"] = exprs
+    if fields:
+        term["matchFields"] = fields
+    return {"nodeSelectorTerms": [term]}
+
+
+def _merge(src: Sequence[Mapping[str, Any]], into: list[dict[str, Any]]) -> None:
+    """``addNewNodeSelectorRequirements``: add each requirement not already there (same key,
+    operator and set of values)."""
+    for r in src:
+        values = set(r.get("values") or ())
+        if not any(
+            x.get("key") == r.get("key")
+            and x.get("operator") == r.get("operator")
+            and set(x.get("values") or ()) == values
+            for x in into
+        ):
+            into.append(dict(r))

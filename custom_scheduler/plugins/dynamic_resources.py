@@ -37,32 +37,39 @@ creates and records in ``status.resourceClaimStatuses``.
   fails when the claim got deleted or allocated elsewhere meanwhile. The updated claim is then
   assumed in the store until the watch brings it back.
 
-Args (``DynamicResourcesArgs``, ``kubescheduler.config.k8s.io/v1``), upstream's defaults and
-validation with every feature gate at its 1.37 default:
+- **PostFilter** (:mod:`~custom_scheduler.plugins.dra_postfilter`): deallocates one allocated
+  claim, reserved for nobody, that Filter found unavailable (``deallocation of ResourceClaim
+  completed``), so the next attempt may allocate it where the pod fits.
+- **Binding conditions** (:mod:`~custom_scheduler.plugins.dra_binding`): PreBind stamps
+  ``allocationTimestamp`` and, for devices with ``bindingConditions``, waits (a Future, no thread)
+  until the driver reports them; an allocated claim whose binding failed or timed out is
+  unavailable on every node in Filter. ``devices.config`` comes from
+  :mod:`~custom_scheduler.plugins.dra_config`, args from :mod:`~custom_scheduler.plugins.dra_args`.
 
-- ``filterTimeout`` (default ``10s``; ``0s`` disables the bound; negative is refused): how long
-  Filter may search for one node's devices.
-- ``bindingTimeout`` (default ``10m0s``; at least ``1s``): how long PreBind would wait for devices'
-  binding conditions. Binding conditions are not implemented here yet, so the value is validated and
-  kept on the plugin's args but has no effect until they are.
+Upstream's DynamicResources has no PreFilterExtensions: a preemption dry run never frees a
+victim's devices, and "cannot allocate all claims" (UnschedulableAndUnresolvable) keeps a node out
+of preemption's candidates. So it is here.
+
+Not implemented: extended resources backed by DRA (DRAExtendedResource: a DeviceClass's
+``extendedResourceName`` and the special claim PreBind would create).
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from custom_scheduler.api import dra
 from custom_scheduler.api.model import Pod
-from custom_scheduler.config import durations
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.clusterapi import api_errors as kerr
 from custom_scheduler.framework.dra_store import DRAStore
-from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.interface import Handle, PostFilterResult
 from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
     SKIP,
@@ -73,7 +80,7 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.plugins import args_reader, dra_allocator, helpers
+from custom_scheduler.plugins import dra_allocator, dra_args, dra_binding, dra_config, dra_postfilter, helpers
 
 NAME = "DynamicResources"
 
@@ -107,6 +114,11 @@ class _State:
     timed_out: str = ""
     """The node whose search passed ``filterTimeout`` in this cycle: its ERROR ends the attempt,
     so no node is searched again in this cycle (that node answers the same ERROR again)."""
+    unavailable: set[int] = field(default_factory=set)
+    """Indices in ``claims`` of allocated claims Filter found unavailable on some node (PostFilter
+    may deallocate one of them)."""
+    binding: Future[Status] | None = None
+    """PreBind's wait for the devices' binding conditions (None: nothing to wait for)."""
 
 
 STATE_KEY: StateKey[_State] = StateKey(NAME)
@@ -198,81 +210,17 @@ def chosen_devices(state: CycleState, node_name: str) -> list[str]:
     return out
 
 
-# -- args -------------------------------------------------------------------------------------------
+# -- args (dra_args; re-exported: configs and tests name them here) ---------------------------------
 
-#: Upstream's ``DynamicResourcesFilterTimeoutDefault`` and ``DynamicResourcesBindingTimeoutDefault``.
-DEFAULT_FILTER_TIMEOUT = 10.0
-DEFAULT_BINDING_TIMEOUT = 600.0
-#: ``ValidateDynamicResourcesArgs``: bindingTimeout must be at least this.
-MIN_BINDING_TIMEOUT = 1.0
-ARGS_KIND = "DynamicResourcesArgs"
-
-
-@dataclass(frozen=True, slots=True)
-class DynamicResourcesArgs:
-    """``DynamicResourcesArgs`` (kubescheduler.config.k8s.io/v1), in seconds."""
-
-    filter_timeout: float = DEFAULT_FILTER_TIMEOUT
-    """Longest search for one node's devices in Filter; 0 means no bound."""
-    binding_timeout: float = DEFAULT_BINDING_TIMEOUT
-    """How long PreBind would wait for binding conditions; kept, without effect until they are
-    implemented."""
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "filterTimeout": durations.format_duration(self.filter_timeout),
-            "bindingTimeout": durations.format_duration(self.binding_timeout),
-        }
+DEFAULT_FILTER_TIMEOUT = dra_args.DEFAULT_FILTER_TIMEOUT
+DEFAULT_BINDING_TIMEOUT = dra_args.DEFAULT_BINDING_TIMEOUT
+MIN_BINDING_TIMEOUT = dra_args.MIN_BINDING_TIMEOUT
+ARGS_KIND = dra_args.ARGS_KIND
+DynamicResourcesArgs = dra_args.DynamicResourcesArgs
+parse_args = dra_args.parse_args
 
 
-def _json_type(value: object) -> str:
-    """The JSON type name Go's decoder puts in "cannot unmarshal <type> into ..."."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, Mapping):
-        return "object"
-    return "array" if isinstance(value, list | tuple) else type(value).__name__
-
-
-def _duration(r: args_reader.ArgsReader, doc: Mapping[str, Any], key: str, path: str, default: float) -> float:
-    """A ``metav1.Duration`` field: a Go duration string, with the decoder's messages."""
-    raw = doc.get(key)
-    if raw is None:
-        return default
-    if not isinstance(raw, str):
-        r.error(
-            f"{path}.{key}",
-            f"json: cannot unmarshal {_json_type(raw)} into Go struct field {ARGS_KIND}.{key} of type string",
-        )
-        return default
-    try:
-        return durations.parse_duration(raw)
-    except ValueError:
-        r.error(f"{path}.{key}", f'time: invalid duration "{raw}"')
-        return default
-
-
-def parse_args(raw: Mapping[str, Any] | None, path: str) -> DynamicResourcesArgs:
-    """Read, default and validate ``DynamicResourcesArgs`` (upstream's ``SetDefaults_`` and
-    ``ValidateDynamicResourcesArgs``, every gate at its default: both fields allowed); raises
-    ConfigError with every bad field."""
-    r = args_reader.ArgsReader(path)
-    doc = r.mapping(raw, path, fields=("filterTimeout", "bindingTimeout"), kind=ARGS_KIND)
-    filter_timeout = _duration(r, doc, "filterTimeout", path, DEFAULT_FILTER_TIMEOUT)
-    binding_timeout = _duration(r, doc, "bindingTimeout", path, DEFAULT_BINDING_TIMEOUT)
-    if filter_timeout < 0:
-        shown = durations.format_duration(filter_timeout)
-        r.error(f"{path}.filterTimeout", f'Invalid value: "{shown}": must be zero or positive')
-    if binding_timeout < MIN_BINDING_TIMEOUT:
-        shown = durations.format_duration(binding_timeout)
-        r.error(f"{path}.bindingTimeout", f'Invalid value: "{shown}": must be at least 1 second')
-    r.raise_errors()
-    return DynamicResourcesArgs(filter_timeout, binding_timeout)
-
-
-def _claim_path(claim: dra.ResourceClaim, status: bool = False) -> str:
+def claim_path(claim: dra.ResourceClaim, status: bool = False) -> str:
     p = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
     return p + "/status" if status else p
 
@@ -305,6 +253,10 @@ class DynamicResources:
 
     # -- scheduling cycle -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        # Written first, for every pod, as upstream: PostFilter tells "PreFilter never ran" (an
+        # earlier PreFilter plugin rejected the pod) from "no claims" by it.
+        s = _State()
+        state.write(STATE_KEY, s)
         if not pod.resource_claims:
             return SKIP
         store = self.store
@@ -314,7 +266,7 @@ class DynamicResources:
             return Status.unresolvable(str(e))
         if not claims:
             return SKIP
-        s = _State(claims=claims)
+        s.claims = claims
         for i, claim in enumerate(claims):
             if claim.allocation is not None:
                 if not claim.can_be_reserved and not claim.reserved_for_pod(pod.uid):
@@ -334,7 +286,6 @@ class DynamicResources:
             s.to_allocate.append(i)
         s.allocating = [claims[i] for i in s.to_allocate]
         s.in_use = store.allocated_devices() if s.to_allocate else frozenset()
-        state.write(STATE_KEY, s)
         return SUCCESS
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
@@ -342,9 +293,12 @@ class DynamicResources:
         node = node_info.node
         if node is None:
             return Status.as_error("node not found")
-        for claim in s.claims:
-            if claim.allocation is not None and not claim.allocation.available_on(node.name, node.labels):
-                return Status.unresolvable(REASON_NOT_AVAILABLE)
+        if not s.claims:
+            return SUCCESS
+        unavailable = [i for i, c in enumerate(s.claims) if self._unavailable(c, node.name, node.labels)]
+        if unavailable:
+            s.unavailable.update(unavailable)
+            return Status.unresolvable(REASON_NOT_AVAILABLE)
         if not s.to_allocate:
             return SUCCESS
         if s.timed_out:
@@ -363,6 +317,8 @@ class DynamicResources:
             )
         except dra_allocator.AllocationError as e:
             return Status.as_error(str(e))
+        except dra_allocator.NodeUnschedulable as e:  # upstream's ErrFailedAllocationOnNode
+            return Status.unresolvable(str(e))
         except dra_allocator.AllocationTimeout:
             s.timed_out = node.name
             return Status.as_error(TIMEOUT_FORMAT.format(node=node.name))
@@ -370,6 +326,23 @@ class DynamicResources:
             return Status.unresolvable(REASON_CANNOT_ALLOCATE)
         s.by_node[node.name] = allocs
         return SUCCESS
+
+    def _unavailable(self, claim: dra.ResourceClaim, node: str, labels: dict[str, str]) -> bool:
+        """An allocated claim the pod cannot use on this node: its allocation's node selector does
+        not match, or its devices' binding failed or timed out (then no node can use it)."""
+        alloc = claim.allocation
+        if alloc is None:
+            return False
+        return not alloc.available_on(node, labels) or dra_binding.unavailable(claim, self.args.binding_timeout)
+
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Any) -> PostFilterResult:
+        """Deallocate a claim that is unavailable on the nodes (see :mod:`dra_postfilter`)."""
+        s = state.get(STATE_KEY)
+        if s is None:  # PreFilter never ran: upstream's failed read of its state
+            return dra_postfilter.error(dra_postfilter.STATE_NOT_FOUND)
+        if not s.claims:
+            return dra_postfilter.unschedulable()
+        return dra_postfilter.deallocate_one(s.claims, s.unavailable, pod, self.handle.client, self.store, state.rng)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         s = state.get(STATE_KEY)
@@ -395,6 +368,11 @@ class DynamicResources:
         allocs = s.by_node.get(node_name)
         if allocs is None or len(allocs) != len(s.to_allocate):
             return Status.as_error("claim allocation not found for node")
+        configured = [
+            dra_config.with_config(s.claims[i], a, self.store.device_class)
+            for i, a in zip(s.to_allocate, allocs, strict=True)
+        ]
+        s.by_node[node_name] = allocs = configured
         for i, alloc in zip(s.to_allocate, allocs, strict=True):
             claim = s.claims[i]
             if not self.store.signal_pending(claim, alloc):
@@ -424,9 +402,14 @@ class DynamicResources:
         s.reserved.clear()
 
     # -- binding cycle ----------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Upstream's: PreBind has work whenever the pod has claims (reserve, maybe allocate)."""
+        s = state.get(STATE_KEY)
+        return SUCCESS if s is not None and s.claims else SKIP
+
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         s = state.get(STATE_KEY)
-        if s is None:
+        if s is None or not s.claims:
             return SUCCESS
         client = self.handle.client
         if client is None:
@@ -445,7 +428,20 @@ class DynamicResources:
                 self.store.remove_pending(claim.uid)
                 if claim.uid in s.pending:
                     s.pending.remove(claim.uid)
+        if dra_binding.has_binding_conditions(s.reserved):
+            self.handle.record_event(
+                pod,
+                type_="Normal",
+                reason=dra_binding.EVENT_REASON,
+                action="Scheduling",
+                note=dra_binding.EVENT_NOTE.format(node=node_name),
+            )
+            s.binding = dra_binding.waiter_for(self.store).wait(s.reserved, self.args.binding_timeout)
         return SUCCESS
+
+    def pre_bind_pending(self, state: CycleState, pod: Pod, node_name: str) -> Future[Status] | None:
+        s = state.get(STATE_KEY)
+        return s.binding if s is not None else None
 
     def _bind_claim(
         self, client: ClusterClient, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
@@ -456,7 +452,7 @@ class DynamicResources:
         for attempt in range(CONFLICT_RETRIES):
             if refresh:
                 try:
-                    claim = dra.resource_claim_from_json(client.get(_claim_path(claim)))
+                    claim = dra.resource_claim_from_json(client.get(claim_path(claim)))
                 except Exception as e:
                     raise RuntimeError(f"get updated claim {claim.key} after conflict: {e}") from e
             refresh = True
@@ -487,10 +483,10 @@ class DynamicResources:
             if raw is None:
                 return
             try:
-                self.store.assume_claim(dra.resource_claim_from_json(client.put(_claim_path(claim, status=True), raw)))
+                self.store.assume_claim(dra.resource_claim_from_json(client.put(claim_path(claim, status=True), raw)))
                 return
             except kerr.Conflict:
-                claim = dra.resource_claim_from_json(client.get(_claim_path(claim)))
+                claim = dra.resource_claim_from_json(client.get(claim_path(claim)))
 
 
 def _add_finalizer(client: ClusterClient, claim: dra.ResourceClaim) -> dra.ResourceClaim:
@@ -500,7 +496,7 @@ def _add_finalizer(client: ClusterClient, claim: dra.ResourceClaim) -> dra.Resou
     meta = raw.setdefault("metadata", {})
     meta["finalizers"] = [*(meta.get("finalizers") or ()), dra.FINALIZER]
     try:
-        return dra.resource_claim_from_json(client.put(_claim_path(claim), raw))
+        return dra.resource_claim_from_json(client.put(claim_path(claim), raw))
     except kerr.Conflict:
         raise
     except Exception as e:
@@ -516,9 +512,15 @@ def _add_reservation(
     status = raw.setdefault("status", {})
     if alloc is not None:
         status["allocation"] = alloc.to_json()
+    allocation = status.get("allocation")
+    if not allocation:
+        raise RuntimeError(f"claim {claim.key} got deallocated elsewhere in the meantime")
+    # DRADeviceBindingConditions (on): every allocation the scheduler reserves is stamped, binding
+    # conditions time out from it.
+    allocation.setdefault("allocationTimestamp", dra_binding.now_rfc3339())
     status["reservedFor"] = [*(status.get("reservedFor") or ()), consumer.to_json()]
     try:
-        return dra.resource_claim_from_json(client.put(_claim_path(claim, status=True), raw))
+        return dra.resource_claim_from_json(client.put(claim_path(claim, status=True), raw))
     except kerr.Conflict:
         raise
     except Exception as e:

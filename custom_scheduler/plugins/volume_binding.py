@@ -303,6 +303,15 @@ class VolumeBinding:
             _revert(self.store, volumes)
 
     # -- binding cycle ----------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Upstream's: work to do unless every claim of the pod is already bound."""
+        s = state.get(STATE_KEY)
+        if s is None or s.all_bound:
+            return Status(Code.SKIP)
+        if node_name not in s.by_node:
+            return Status.as_error(f'no pod volume found for node "{node_name}"')
+        return SUCCESS
+
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         s = state.get(STATE_KEY)
         if s is None or s.all_bound:

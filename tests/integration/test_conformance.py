@@ -38,13 +38,6 @@ reads the profile kube-scheduler logs at start-up and pins down every difference
 - NodeName, NodeUnschedulable and TaintToleration at PreFilter (upstream only): they narrow the
   nodes to ``spec.nodeName``, or skip, only for a pod already on a node whose resize waits
   (InPlacePodVerticalScalingSchedulerPreemption, alpha and off). The subject has no node.
-- DynamicResources at PostFilter (upstream only): it deallocates a claim of the pod that is
-  allocated but not reserved, so that the next attempt may pick another node. The subject's claims
-  are new and unallocated when it fails, so it has nothing to do and adds no reason to the message.
-  A pod whose claim is allocated, unreserved, for a node that does not fit is where the two
-  differ: upstream deallocates it (its message gains ``deallocation of ResourceClaim completed,``
-  before preemption's sentence) and places the pod on the next attempt, ours keeps it pending; not
-  generated until our DynamicResources has a PostFilter.
 - DynamicResources at PreScore (ours only): ours prepares there what upstream computes in Score;
   the scores themselves are compared.
 - PlacementScore (NodeResourcesFit) and PodGroupPostFilter (DynamicResources, DefaultPreemption):
@@ -154,7 +147,6 @@ DRA_API = "/apis/resource.k8s.io/v1"
 PROFILE_DIFFERENCES: dict[str, tuple[list[str], list[str]]] = {
     "PreEnqueue": (["GangScheduling"], ["DefaultPreemption"]),
     "PreFilter": ([], ["NodeName", "NodeUnschedulable", "TaintToleration"]),
-    "PostFilter": ([], ["DynamicResources"]),
     "PreScore": (["DynamicResources"], []),
     "Permit": (["GangScheduling"], []),
     # The extension points of upstream's pod-group (workload) cycle, which ours does not have.

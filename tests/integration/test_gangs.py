@@ -158,8 +158,11 @@ def test_a_gang_waiting_for_a_member_is_rejected_whole_after_its_timeout(
     env: Env, podgroups: Callable[..., str]
 ) -> None:
     """minMember 3 with one member still gated: the two others are placed and wait at Permit
-    holding their room, for the group's 3 s; then both are released, nothing stays assumed, and
-    FailedScheduling says why."""
+    holding their room, for the group's 3 s; then both are rejected, FailedScheduling says why,
+    and nothing is bound. (Their assumptions are released at the rejection: the idle queue then
+    pops them from backoff at once, as 1.37's SchedulerPopFromBackoffQ, so they may already be
+    assumed again by a new attempt; the release itself is covered by the binding cycle's unit
+    tests.)"""
     env.nodes(make_node("t").capacity(cpu="8", memory="32Gi", pods="110"))
     app = env.start_scheduler(GANG_CONFIG)
     podgroups("crd", "slow", 3, timeout=3)
@@ -180,7 +183,6 @@ def test_a_gang_waiting_for_a_member_is_rejected_whole_after_its_timeout(
         timeout=30,
         what="both rejected at the timeout",
     )
-    assert not any(app.cache.get_pod(uids[f"slow-{i}"]) for i in range(2))
     assert not any(bound(env, "slow-").values())
 
 
@@ -191,7 +193,7 @@ def test_a_gang_that_cannot_fit_is_refused_at_once_holding_nothing(env: Env, pod
     for i in range(3):
         env.create_pod(member("native", f"big-{i}", "big").req(cpu="2").obj())
     notes = cluster.wait_for(lambda: failed_scheduling(env, "big-0"), timeout=30, what="refused")
-    assert "pod group native:" in notes[-1]
+    assert "pod group " + env.namespace + "/big is unschedulable" in notes[-1]
     assert "minCount (3) cannot be satisfied" in notes[-1]
     assert app.cache.counts().get("assumed", 0) == 0
     assert not any(bound(env, "big-").values())

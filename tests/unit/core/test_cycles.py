@@ -173,9 +173,12 @@ def env(
     executor: Executor | None = None,
     script: dict[str, list[Exception]] | None = None,
     nodes: int = 2,
+    specs: Sequence[PluginSpec] = (),
 ) -> Env:
     registry = Registry(full_registry())
     registry.register(PluginSpec(GatePermit.name, GatePermit, no_args))
+    for spec in specs:
+        registry.register(spec)
     cfg = load_config(config, registry)
     clock = Clock()
     cache = Cache()

@@ -212,7 +212,8 @@ def test_registered_and_enabled_by_default_with_config_args() -> None:
         full_registry(),
     )
     prof = cfg.profiles[0]
-    assert [r.name for r in prof.plugins["postFilter"]] == ["DefaultPreemption"]
+    # Upstream's default profile: DynamicResources (deallocation) runs before preemption.
+    assert [r.name for r in prof.plugins["postFilter"]] == ["DynamicResources", "DefaultPreemption"]
     assert prof.plugin_args["DefaultPreemption"] == dp.DefaultPreemptionArgs(10, 3)
 
 

@@ -74,7 +74,7 @@ def test_two_gangs_that_fit_alone_but_not_together(
     assert res.placement_map() == {"default/a0": "n1", "default/a1": "n1"}
     got = results(res)
     message = got["default/b0"][1]
-    assert message.startswith(f"pod group {api}:default/b is unschedulable: minCount (2) cannot be satisfied")
+    assert message.startswith("pod group default/b is unschedulable: minCount (2) cannot be satisfied")
     assert "Insufficient cpu" in message
     assert got["default/b0"] == got["default/b1"] == ("unschedulable", message)
     assert [o.attempts for o in res.outcomes] == [1, 1, 1, 1]
@@ -179,7 +179,7 @@ def test_groups_section_in_every_output(
     flat = " ".join(text.split())
     assert f"default/a {gang.NATIVE_GROUP_VERSION} 2 2/2 scheduled" in flat
     assert f"default/b {gang.CRD_GROUP_VERSION} 2 0/2 unschedulable" in flat
-    assert "0/2 unschedulable default/b pod group crd:default/b is unschedulable" in flat
+    assert "0/2 unschedulable default/b pod group default/b is unschedulable" in flat
     assert max(len(line) for line in text.splitlines()) <= 100
     assert "<h2>Pod groups</h2>" in report.simulation_html(d)
 
