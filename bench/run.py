@@ -95,9 +95,9 @@ KUBE_MATCHED_PLUGINS = """\
 
 
 def kube_matched_plugins(workload: str) -> str:
-    """KUBE_MATCHED_PLUGINS, except that the dra workload keeps DynamicResources (its pods have
+    """KUBE_MATCHED_PLUGINS, except that the dra workloads keep DynamicResources (their pods have
     claims, which both schedulers must allocate)."""
-    if workload == "dra":
+    if workload in ("dra", "dra-partitions"):
         return "".join(line + "\n" for line in KUBE_MATCHED_PLUGINS.splitlines() if "DynamicResources" not in line)
     return KUBE_MATCHED_PLUGINS
 

@@ -23,6 +23,11 @@ builder's docstring and bench/README.md). OURS are below.
   the driver, and most pods (up to 90 % of the GPUs) reference a ResourceClaimTemplate of one GPU,
   so the resourceclaim controller creates a claim per pod and the scheduler allocates it; the rest
   ask for nothing else. No taints: the point is the allocation path, not isolation.
+- ``dra-partitions``: DRA GPUs as a driver publishes them today (the stand-in of
+  ``custom_scheduler/devenv/dra_driver.py``): every other node has two MIG-capable GPUs
+  (partitions over shared counters) and one shared GPU (consumable capacity); pods claim a
+  partition by ``firstAvailable`` (biggest first) or a 1g.5gb one, or a 4Gi/10 % share of a shared
+  GPU (see :mod:`bench.dra_partitions`).
 - ``gangs``: native ``scheduling.k8s.io/v1beta1`` PodGroups (gang, ``minCount`` = the group's size),
   created before their members; at full size (1800 pods) 100 gangs of 8 and 10 gangs of 100, 1-CPU
   members on 4- and 8-CPU nodes so that everything fits. Judged per gang by :func:`gang_report`.
@@ -41,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import dra_partitions as dra_parts
 from custom_scheduler.api import quantity
 
 #: The shapes of upstream's test/integration/scheduler_perf suites (v1.37.2), by their names.
@@ -56,7 +62,7 @@ UPSTREAM = (
     "SchedulingWhileGated",
 )
 #: Ours: heterogeneous nodes and pods, extended-resource GPUs, node pools, DRA GPUs.
-OURS = ("plain", "mixed", "gpu", "pools", "dra", "gangs")
+OURS = ("plain", "mixed", "gpu", "pools", "dra", "dra-partitions", "gangs")
 WORKLOADS = UPSTREAM + OURS
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -73,10 +79,11 @@ CHECKS = ("resources", "taints", "node_affinity", "anti_affinity", "topology_spr
 #: Checked when the workload has pods that must stay pending (gated ones, ones that never fit) or
 #: churn nodes no pod fits on: any of those pods bound, any pod on such a node.
 PENDING_CHECKS = ("gated_bound", "unschedulable_bound", "churn_node")
-#: Checked when the claims are given (the dra workload): a device in two claims' allocations; an
-#: allocation whose device is not on its pod's node (or in no slice); a bound pod whose claim is
-#: not allocated or not reserved for it.
-DRA_CHECKS = ("dra_double_allocation", "dra_wrong_node", "dra_unallocated")
+#: Checked when the claims are given (the dra workloads): a device in two claims' allocations (one
+#: that allows multiple allocations aside); an allocation whose device is not on its pod's node (or
+#: in no slice); a bound pod whose claim is not allocated or not reserved for it; partitions
+#: consuming more than their counters, shares more than their device's capacity.
+DRA_CHECKS = ("dra_double_allocation", "dra_wrong_node", "dra_unallocated", *dra_parts.CHECKS)
 DRA_API = "/apis/resource.k8s.io/v1"
 DRA_DRIVER = "gpu.example.com"
 DRA_TEMPLATE = "one-gpu"
@@ -345,6 +352,26 @@ def dra(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
         else:
             pods.append(_pod(i, rng, cls))
     return Workload("dra", nodes, pods, Counter(classes), slices, [device_class], [template])
+
+
+def dra_partitions(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    rng = random.Random(seed)
+    nodes = [_node(run_id, i) for i in range(n_nodes)]
+    names = [n["metadata"]["name"] for n in nodes]
+    slices = dra_parts.slices(names, (RUN_LABEL, run_id))
+    classes = dra_parts.pod_classes(n_nodes, n_pods)
+    rng.shuffle(classes)
+    pods = []
+    for i, cls in enumerate(classes):
+        if cls == "cpu":
+            pods.append(_pod(i, rng, cls))
+            continue
+        pod = _pod(i, rng, cls, resourceClaims=[{"name": "dev", "resourceClaimTemplateName": cls}])
+        pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "dev"}]
+        pods.append(pod)
+    device_classes = dra_parts.device_classes(run_id, (RUN_LABEL, run_id))
+    templates = dra_parts.templates(run_id)
+    return Workload("dra-partitions", nodes, pods, Counter(classes), slices, device_classes, templates)
 
 
 POOLS = (("general", "8", "32Gi"), ("highmem", "16", "128Gi"), ("compute", "32", "64Gi"), ("spot", "8", "32Gi"))
@@ -695,6 +722,7 @@ BUILDERS: dict[str, Callable[[int, int, str, int], Workload]] = {
     "gpu": gpu,
     "pools": pools,
     "dra": dra,
+    "dra-partitions": dra_partitions,
     "gangs": gangs,
 }
 
@@ -816,7 +844,9 @@ def dra_violations(pods: list[JSON], claims: list[JSON], slices: list[JSON]) -> 
             node = pod["spec"].get("nodeName") if pod else None
             if node and any(where.get(d) != node for d in ids):
                 out["dra_wrong_node"] += 1
-    out["dra_double_allocation"] += sum(n - 1 for n in seen.values() if n > 1)
+    shared = dra_parts.shared_devices(slices)
+    out["dra_double_allocation"] += sum(n - 1 for d, n in seen.items() if n > 1 and d not in shared)
+    out.update(dra_parts.violations(claims, slices))
     for p in pods:
         if not p["spec"].get("nodeName") or not p["spec"].get("resourceClaims"):
             continue

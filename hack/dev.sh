@@ -3,7 +3,10 @@
 #   hack/dev.sh test   lint (ruff, mypy), the whole test suite against a real control plane of the
 #                      newest supported Kubernetes, then the integration smoke on the oldest one
 #   hack/dev.sh demo   a local control plane, the scheduler, a sample workload and a summary
-#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries, kwok)
+#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries, kwok, helm)
+#   hack/dev.sh e2e    Kubernetes' own [sig-scheduling] e2e specs on a kwok cluster, with
+#                      kube-scheduler and with ours (--scheduler custom|kube|both; builds e2e.test
+#                      into the cache the first time, 7-15 minutes); prints the table
 # Idempotent: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,11 +67,21 @@ setup_kwok() {
     log "kwok: $dir"
 }
 
+setup_helm() {
+    # helm, which tests/integration/test_chart.py lints and renders chart/custom-scheduler with:
+    # the cache, or a build from Go modules pinned in hack/helm/go.mod (a few minutes on 2 cores
+    # the first time).
+    local dir
+    dir="$(bash hack/helm.sh)"
+    log "helm: $dir"
+}
+
 setup() {
     ensure_apt ca-certificates openssl
     setup_python
     setup_controlplane
     setup_kwok
+    setup_helm
 }
 
 cmd="${1:-test}"
@@ -96,5 +109,10 @@ case "$cmd" in
         setup
         .venv/bin/python -m custom_scheduler demo "$@"
         ;;
-    *) echo "usage: hack/dev.sh {setup|lint|test|demo} [args]" >&2; exit 2 ;;
+    e2e)
+        setup
+        bash hack/e2e.sh >/dev/null
+        exec nice -n 10 .venv/bin/python -m custom_scheduler.devenv.e2e "$@"
+        ;;
+    *) echo "usage: hack/dev.sh {setup|lint|test|demo|e2e} [args]" >&2; exit 2 ;;
 esac

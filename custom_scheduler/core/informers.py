@@ -313,15 +313,18 @@ def store_informers(
     resources: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...],
     store: KindStore,
     kw: Callable[[str], dict[str, Any]],
+    optional: frozenset[str] = frozenset(),
     **common: Any,
 ) -> list[Informer[Any]]:
     """One informer per (kind, list path, projection), each feeding that kind of ``store``;
-    ``kw(resource)`` gives its metrics hooks."""
+    ``kw(resource)`` gives its metrics hooks. The resources named in ``optional`` may not be
+    served (an older API server): each of those is an :class:`OptionalApiInformer`."""
     out: list[Informer[Any]] = []
     for kind, path, project in resources:
         resource = path.rsplit("/", 1)[1]
+        cls = OptionalApiInformer if resource in optional else Informer
         out.append(
-            Informer(
+            cls(
                 client,
                 path,
                 project,
@@ -356,8 +359,10 @@ DRA_RESOURCES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
 def dra_informers(
     client: KubeClient, store: fdra.DRAStore, kw: Callable[[str], dict[str, Any]], **common: Any
 ) -> list[Informer[Any]]:
-    """One informer per DRA kind, each feeding ``store``."""
-    return store_informers(client, DRA_RESOURCES, store, kw, **common)
+    """One informer per DRA kind, each feeding ``store``. DeviceTaintRules are ``resource.k8s.io/v1``
+    only since 1.37 (v1alpha3 before): on an older server there are none, and that is no reason
+    to wait."""
+    return store_informers(client, DRA_RESOURCES, store, kw, optional=frozenset({"devicetaintrules"}), **common)
 
 
 # --- the optional PodGroup APIs -----------------------------------------------------------------

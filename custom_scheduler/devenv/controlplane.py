@@ -18,6 +18,11 @@ What it sets up, and why:
   complete what VolumeBinding and DRA start. Not node-lifecycle: no kubelet heartbeats our Nodes,
   so it would taint them all unreachable. Not the ServiceAccount controller: the ``ServiceAccount``
   admission plugin is disabled instead, so a pod can be created the instant its namespace exists.
+- ``service_accounts=True`` (off by default; Kubernetes' e2e suite, :mod:`~custom_scheduler.devenv.e2e`,
+  needs it) turns that plugin back on and gives kube-controller-manager the API server's CA
+  (``--root-ca-file``), so the ServiceAccount and root-CA publisher controllers, when the caller
+  names them in ``controllers``, provide what a real cluster's namespaces have: the ``default``
+  ServiceAccount and the ``kube-root-ca.crt`` ConfigMap.
 """
 
 from __future__ import annotations
@@ -107,6 +112,7 @@ class ControlPlane:
     bin_dir: Path
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cs-controlplane-")))
     controllers: tuple[str, ...] = CONTROLLERS
+    service_accounts: bool = False
     etcd_port: int = 0
     port: int = 0
     kcm_port: int = 0
@@ -199,6 +205,12 @@ class ControlPlane:
             raise ControlPlaneError(f"{self.bin_dir / 'kube-apiserver'} --version failed: {proc.stderr[-2000:]}")
         return words[-1].lstrip("v")
 
+    @property
+    def feature_gates(self) -> str:
+        """The gates the API server runs with ("" for none), for a scheduler that must see the same
+        APIs (kube-scheduler adds GangScheduling to its defaults only with ``GenericWorkload``)."""
+        return self._feature_gates()
+
     def _feature_gates(self) -> str:
         """Gates the coming work needs, only where the release has them (an unknown gate is fatal)."""
         gates = []
@@ -230,7 +242,7 @@ class ControlPlane:
             f"--cert-dir={w / 'certs'}",
             f"--token-auth-file={w / 'tokens.csv'}",
             "--authorization-mode=RBAC",
-            "--disable-admission-plugins=ServiceAccount",
+            *(() if self.service_accounts else ("--disable-admission-plugins=ServiceAccount",)),
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={w / 'sa.pub'}",
             f"--service-account-signing-key-file={w / 'sa.key'}",
@@ -247,6 +259,8 @@ class ControlPlane:
     def _controller_manager_args(self) -> list[str]:
         w = self.workdir
         extra = [f"--feature-gates={gates}"] if (gates := self._feature_gates()) else []
+        if self.service_accounts:
+            extra.append(f"--root-ca-file={self.ca_file}")
         return [
             str(self.bin_dir / "kube-controller-manager"),
             f"--kubeconfig={self.kubeconfig()}",

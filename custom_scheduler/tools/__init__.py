@@ -44,11 +44,26 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return snapshot.cmd_snapshot(args)
 
 
+#: Where manifests/configmap.yaml (and the chart) put the daemon's configuration.
+DEPLOYED_CONFIG_MAP = "kube-system/custom-scheduler-config"
+
+
 def _explain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pod", metavar="POD", help="namespace/name of a pod, or a pod YAML file")
     p.add_argument("--kubeconfig", default=None, help="live cluster (default: $KUBECONFIG, ~/.kube/config)")
     p.add_argument("--cluster", default=None, metavar="SNAPSHOT", help="explain offline against a snapshot file")
-    p.add_argument("--config", default=None, metavar="FILE", help="KubeSchedulerConfiguration (default profile)")
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="KubeSchedulerConfiguration (default: live, the deployed ConfigMap; else the default profile)",
+    )
+    p.add_argument(
+        "--config-map",
+        default=DEPLOYED_CONFIG_MAP,
+        metavar="NS/NAME",
+        help=f"the deployed config's ConfigMap, read when live without --config (default {DEPLOYED_CONFIG_MAP})",
+    )
     p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
     p.add_argument("--profile", default=None, metavar="NAME", help="profile to use (default: the pod's schedulerName)")
     p.add_argument("-n", "--namespace", default="default", help="namespace of a POD given without one")

@@ -74,6 +74,7 @@ from custom_scheduler.tools.snapshot import (
     ToolError,
     build_cache,
     connect,
+    deployed_scheduler_config,
     dump_yaml,
     fetch_live,
     load_cluster,
@@ -549,6 +550,9 @@ def explain_command(args: argparse.Namespace, registry: Registry) -> Explanation
             pod_doc = found
     else:
         client = connect(args.kubeconfig, cfg.client_connection.kubeconfig)
+        if args.config is None and (deployed := deployed_scheduler_config(client, args.config_map, registry)):
+            cfg = deployed  # explain as the running daemon decides, not by the default profile
+            print(f"explain: configuration of ConfigMap {args.config_map}", file=sys.stderr)
         if pod_doc is None:
             try:
                 pod_doc = client.get(pod_path(ns, name))

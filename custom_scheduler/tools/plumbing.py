@@ -112,3 +112,31 @@ def load_scheduler_config(path: str | None, registry: Any) -> Any:
     except ConfigError as e:
         lines = "\n".join(f"  {err}" for err in e.errors)
         raise ToolError(f"invalid configuration {path}:\n{lines}") from None
+
+
+def deployed_scheduler_config(client: Any, ref: str, registry: Any) -> Any | None:
+    """The configuration the daemon runs, from its ConfigMap ``ref`` (``namespace/name``; the first
+    key ending in ``.yaml``), or None when the ConfigMap is not there (or not readable). The daemon
+    re-reads the mounted file when it changes, so this is what it runs, up to the kubelet's mount
+    delay. ToolError when the ConfigMap holds no config or an invalid one."""
+    from custom_scheduler import config
+    from custom_scheduler.errors import ConfigError
+    from custom_scheduler.kube import api_errors
+
+    ns, _, name = ref.partition("/")
+    try:
+        cm = client.get(f"/api/v1/namespaces/{ns}/configmaps/{name}")
+    except api_errors.NotFound:
+        return None
+    except api_errors.ApiError as e:
+        if e.status == 403:
+            return None
+        raise
+    texts = [v for k, v in sorted((cm.get("data") or {}).items()) if k.endswith((".yaml", ".yml"))]
+    if not texts:
+        raise ToolError(f"ConfigMap {ref} holds no .yaml key")
+    try:
+        return config.load_config(texts[0], registry)
+    except ConfigError as e:
+        lines = "\n".join(f"  {err}" for err in e.errors)
+        raise ToolError(f"invalid configuration in ConfigMap {ref}:\n{lines}") from None

@@ -229,6 +229,8 @@ def test_dra_placement_checks_catch_each_violation() -> None:
         "dra_double_allocation": 1,
         "dra_wrong_node": 0,
         "dra_unallocated": 1,
+        "dra_counters_exceeded": 0,  # whole GPUs: no counters, no shares
+        "dra_capacity_exceeded": 0,
     }
     assert (got["gpu_nodes_used"], got["gpu_nodes_free"]) == (2, 0)
     claims[2]["status"]["reservedFor"] = [{"resource": "pods", "name": gpods[2]["metadata"]["name"], "uid": "uid-x"}]

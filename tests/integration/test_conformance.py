@@ -293,15 +293,7 @@ def _barrier(kube: KubeClient, ks: KubeScheduler, sc: Scenario, namespace: str, 
         if e.device is not None
     ]
 
-    def caught_up() -> bool:
-        if not ks.alive():
-            raise AssertionError(f"kube-scheduler exited:\n{ks.log_tail()}")
-        return not ks.logged(want, since)
-
-    try:
-        cluster.wait_for(caught_up, timeout=30, interval=0.05, what="kube-scheduler's cache to catch up")
-    except TimeoutError as e:
-        raise AssertionError(f"{e}: not logged: {ks.logged(want, since)}\n{ks.log_tail()}") from None
+    ks.wait_logged(want, since)
 
 
 def _unschedulable_message(kube: KubeClient, namespace: str) -> str:

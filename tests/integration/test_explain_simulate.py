@@ -285,3 +285,34 @@ def test_live_explain_spreads_a_services_pods_as_the_daemon_does(
         assert "PodTopologySpread" not in d["skipped"]["score"]
         assert d["agreesWithBinding"] is True, (name, node, d["result"])
         _delete_now(env, name)
+
+
+def test_live_explain_reads_the_deployed_config_map(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --config, a live explain uses the daemon's ConfigMap: here a profile that packs
+    (NodeResourcesFit MostAllocated), so the pod goes to the fuller node, where the default
+    profile would spread it to the emptier one. Without the ConfigMap it says what it used."""
+    full = env.node(make_node("full").capacity(cpu="4", memory="8Gi", pods="20"))
+    empty = env.node(make_node("empty").capacity(cpu="4", memory="8Gi", pods="20"))
+    env.create_pod(make_pod("resident").req(cpu="2", memory="1Gi").node(full).obj())
+    packing = CONFIG + (
+        "  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: MostAllocated\n        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]\n"
+    )
+    env.kube.post(
+        f"/api/v1/namespaces/{env.namespace}/configmaps",
+        {"metadata": {"name": "scheduler-config"}, "data": {"scheduler-config.yaml": packing}},
+    )
+    pod_file = env.control_plane.workdir / f"{env.namespace}-pod.yaml"
+    pod_file.write_text(json.dumps(_pod("new").req(cpu="500m", memory="256Mi").obj()))
+    kubeconfig = str(env.control_plane.kubeconfig())
+    ref = f"{env.namespace}/scheduler-config"
+    explain = ("explain", str(pod_file), "--kubeconfig", kubeconfig, "-o", "json")
+    rc, out, err = _run(capsys, *explain, "--config-map", ref)
+    assert rc == 0, err
+    assert f"configuration of ConfigMap {ref}" in err
+    assert json.loads(out)["result"]["node"] == full
+    missing = f"{env.namespace}/absent"
+    rc, out, err = _run(capsys, *explain, "--config-map", missing)
+    assert rc == 0, err
+    assert "ConfigMap" not in err
+    assert json.loads(out)["result"]["node"] == empty

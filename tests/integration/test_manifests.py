@@ -569,9 +569,11 @@ def test_image_install_steps_work_in_a_clean_venv(tmp_path: Path) -> None:
 
 def test_service_and_service_monitor_select_the_scheduler_pods() -> None:
     """The headless Service's selector and port name are what the pods have and the ServiceMonitor
-    scrapes (https, /metrics, the port name); the Deployment names the port the same way."""
+    scrapes (https, /metrics, the port name, with the token of a service-account-token Secret of the
+    Prometheus's ServiceAccount beside it, bound to the metrics-reader role); the Deployment names
+    the port the same way."""
     (svc,) = _docs("service.yaml")
-    (monitor,) = _docs("servicemonitor.yaml")
+    secret, binding, monitor = _docs("servicemonitor.yaml")
     dep = _deployment()
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     (port,) = svc["spec"]["ports"]
@@ -583,7 +585,20 @@ def test_service_and_service_monitor_select_the_scheduler_pods() -> None:
     assert monitor["spec"]["selector"]["matchLabels"] == svc["metadata"]["labels"]
     (endpoint,) = monitor["spec"]["endpoints"]
     assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == ("https-metrics", "https", "/metrics")
-    assert endpoint["bearerTokenFile"].endswith("/serviceaccount/token")
+    assert "bearerTokenFile" not in endpoint, "deprecated: the token comes from a Secret"
+    auth = endpoint["authorization"]
+    assert auth["type"] == "Bearer"
+    assert auth["credentials"] == {"name": secret["metadata"]["name"], "key": "token"}
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["namespace"] == monitor["metadata"]["namespace"]
+    (subject,) = binding["subjects"]
+    assert subject == {
+        "kind": "ServiceAccount",
+        "name": secret["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        "namespace": secret["metadata"]["namespace"],
+    }
+    assert binding["roleRef"]["name"] == "custom-scheduler-metrics-reader"
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
     assert "servicemonitor.yaml" not in (k.MANIFESTS / "kustomization.yaml").read_text().split("resources:")[1]
 
 

@@ -12,25 +12,16 @@ authorizes, after it scheduled pods (one unschedulable, so PostFilter/preemption
 
 from __future__ import annotations
 
-import re
-import threading
-from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from custom_scheduler import config
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.plugins.builtin import full_registry
-from custom_scheduler.server.app import App
-from custom_scheduler.server.daemon import serve
-from custom_scheduler.server.metrics import Metrics
-from tests import secure
 from tests.builders import make_node, make_pod
 from tests.integration.env import Env
+from tests.integration.metrics_daemon import Daemon, running_daemon
+from tests.integration.metrics_daemon import samples as _samples
 
 MIXIN_NAMES = Path(__file__).with_name("kubernetes_mixin_scheduler_metrics.txt")
 
@@ -59,70 +50,12 @@ UPSTREAM: dict[str, set[str]] = {
 #: Families that exist before anything observes them (no samples in this test; see the docstring).
 FAMILY_ONLY = {"scheduler_permit_wait_duration_seconds": "histogram"}
 
-CONFIG = """
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: true
-  resourceNamespace: kube-system
-  resourceName: {lease}
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
-profiles:
-- schedulerName: metrics-test
-"""
-
-SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"')
-
-
-@dataclass
-class Daemon:
-    app: App
-    metrics: Metrics
-    token: str
-
-    def scrape(self) -> str:
-        status, body, _ = secure.get(f"https://127.0.0.1:{self.app.health_port}/metrics", token=self.token)
-        assert status == 200
-        return body.decode()
-
 
 @pytest.fixture
 def daemon(env: Env) -> Iterator[Daemon]:
     """``daemon.serve`` (HTTPS, leader election on a Lease of its own) with process metrics."""
-    cfg = config.load_config(CONFIG.format(lease=f"metrics-{env.namespace}"), full_registry())
-    client = KubeClient.from_kubeconfig(str(env.control_plane.kubeconfig()), qps=50, burst=100)
-    metrics = Metrics()
-    app = App(cfg, full_registry(), client, metrics=metrics)
-    # A seeded cycle: which cycles time their plugins (10 %) is then the same every run.
-    app.scheduler.cycle.rng.seed(1)
-    result: list[int] = []
-    t = threading.Thread(
-        target=lambda: result.append(serve(app, metrics, health_address="127.0.0.1:0", sync_timeout=30)),
-        daemon=True,
-    )
-    t.start()
-    d = Daemon(app, metrics, env.control_plane.admin_token)
-    cluster.wait_for(lambda: app.health_port, timeout=10, what="health server")
-    cluster.wait_for(lambda: metrics.sample("custom_scheduler_leader") == 1.0, timeout=20, what="leading")
-    yield d
-    app.stop_event.set()
-    t.join(30)
-    assert result == [0]
-
-
-def _samples(text: str) -> dict[str, list[set[str]]]:
-    """Sample name -> the label-name sets of its samples."""
-    out: dict[str, list[set[str]]] = defaultdict(list)
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        assert m, line
-        out[m.group(1)].append({k for k in LABEL.findall(m.group(2) or "") if k != "le"})
-    return out
+    with running_daemon(env, lease=f"metrics-{env.namespace}", profile="metrics-test") as d:
+        yield d
 
 
 def _mixin_names() -> set[str]:
