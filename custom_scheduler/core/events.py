@@ -286,12 +286,32 @@ class Writer:
         }
         if nominated is not None:
             patch["status"]["nominatedNodeName"] = nominated or None
-        patch["metadata"] = {"uid": pod.uid}
+        self._submit(lambda: self._write_unbound(pod, patch))
 
-        def write() -> None:
+    def _write_unbound(self, pod: Pod, patch: dict[str, Any], attempts: int = 3) -> None:
+        """PATCH the status of a pod that is not bound, never of one that is. The write runs on
+        this writer's thread, possibly after the pod's next attempt bound it (a preemptor binds
+        milliseconds after its victims go): written then, ``PodScheduled=False`` would overwrite the
+        binding's ``True`` for good (kube-scheduler writes it synchronously, before any retry). So
+        the patch carries the pod's resourceVersion as a precondition; on a conflict the pod is
+        read again, and the write is dropped if it is bound (or replaced), else retried."""
+        path = pod_path(pod.namespace, pod.name, "status")
+        rv = pod.resource_version
+        for _ in range(attempts):
+            meta: dict[str, Any] = {"uid": pod.uid}
+            if rv:
+                meta["resourceVersion"] = rv
             try:
-                self.client.patch(pod_path(pod.namespace, pod.name, "status"), patch, STRATEGIC_PATCH_CT)
+                self.client.patch(path, {**patch, "metadata": meta}, STRATEGIC_PATCH_CT)
+                return
             except api_errors.NotFound:
-                pass  # the pod is gone: there is no condition left to report
-
-        self._submit(write)
+                return  # the pod is gone: there is no condition left to report
+            except api_errors.Conflict:
+                try:
+                    cur = self.client.get(pod_path(pod.namespace, pod.name))
+                except api_errors.NotFound:
+                    return
+                if (cur.get("spec") or {}).get("nodeName") or (cur.get("metadata") or {}).get("uid") != pod.uid:
+                    return  # bound since (or a new pod of that name): nothing to report
+                rv = str((cur.get("metadata") or {}).get("resourceVersion") or "")
+        log.info("pod_condition_dropped", pod=pod.key, reason="the pod kept changing")

@@ -7,6 +7,7 @@ from typing import Any
 
 from custom_scheduler.core.events import Writer, micro_time, truncate_note
 from custom_scheduler.framework.fence import Fence
+from custom_scheduler.kube import api_errors
 from tests.builders import make_crd_pod_group, make_pod
 
 
@@ -126,3 +127,43 @@ def test_a_group_event_names_its_object() -> None:
         "uid": group.uid,
         "resourceVersion": group.resource_version,
     }
+
+
+class RacingClient(FakeClient):
+    """The pod changes between the failed attempt and the status write: its resourceVersion no
+    longer matches (409); a GET then shows it ``bound`` to a node, or still pending."""
+
+    def __init__(self, bound: bool) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> Any:
+        self.calls.append(("PATCH", path, body))
+        if body["metadata"].get("resourceVersion") == "1":
+            raise api_errors.Conflict(409, "Conflict", "the object has been modified")
+        return body
+
+    def get(self, path: str, **kw: Any) -> Any:
+        self.calls.append(("GET", path, None))
+        spec = {"nodeName": "n1"} if self.bound else {}
+        return {"metadata": {"uid": "uid-p", "resourceVersion": "2"}, "spec": spec}
+
+
+def test_a_failure_status_never_overwrites_a_binding_that_came_first() -> None:
+    """A preemptor's PodScheduled=False is written after its next attempt bound it (the writer is
+    asynchronous): the write carries the pod's resourceVersion, the 409 leads to a read, and a
+    bound pod is left alone; a pod still pending gets the write with the fresh version."""
+    for bound, patches in ((True, 1), (False, 2)):
+        client = RacingClient(bound)
+        w = Writer(client)  # type: ignore[arg-type]
+        w.start()
+        pod = make_pod("p").uid("uid-p").build()
+        pod.resource_version = "1"
+        w.pod_condition(pod, status="False", reason="Unschedulable", message="0/1 nodes")
+        w.flush()
+        w.stop()
+        sent = [c[2] for c in client.calls if c[0] == "PATCH"]
+        assert len(sent) == patches
+        assert sent[0]["metadata"] == {"uid": "uid-p", "resourceVersion": "1"}
+        if not bound:
+            assert sent[1]["metadata"] == {"uid": "uid-p", "resourceVersion": "2"}
