@@ -355,9 +355,17 @@ class SchedulerProcess:
         )
         self.pid = self.proc.pid
         self.exit_code: int | None = None
+        self.metrics_url = _metrics_url(argv, workdir)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def attempts(self, token: str) -> dict[str, float]:
+        """``scheduler_schedule_attempts_total`` by result, read from the process's /metrics (both
+        schedulers serve it over HTTPS with delegated authentication: the admin token passes)."""
+        if not self.metrics_url:
+            return {}
+        return scrape_attempts(self.metrics_url, token)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -377,6 +385,43 @@ class SchedulerProcess:
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+
+def _metrics_url(argv: Sequence[str], workdir: Path) -> str:
+    """Where the process serves /metrics: kube-scheduler's ``--secure-port``, ours the config's
+    ``healthzBindAddress`` (both HTTPS)."""
+    for a in argv:
+        if a.startswith("--secure-port="):
+            return f"https://127.0.0.1:{a.split('=', 1)[1]}/metrics"
+    cfg = workdir / "custom-scheduler.yaml"
+    if cfg.exists():
+        for line in cfg.read_text().splitlines():
+            if line.startswith("healthzBindAddress:"):
+                return f"https://{line.split(':', 1)[1].strip()}/metrics"
+    return ""
+
+
+def scrape_attempts(url: str, token: str) -> dict[str, float]:
+    """Sum ``scheduler_schedule_attempts_total`` per ``result`` label (every profile)."""
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the schedulers' self-signed serving certificates
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("scheduler_schedule_attempts_total{"):
+            labels, _, value = line.rpartition(" ")
+            result = labels.split('result="', 1)[1].split('"', 1)[0] if 'result="' in labels else ""
+            out[result] = out.get(result, 0.0) + float(value)
+    return out
 
 
 class PySpy:
@@ -720,6 +765,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     watcher = PodWatcher(kube, namespace).start()
     sched: SchedulerProcess | None = None
     spy: PySpy | None = None
+    attempts_before: dict[str, float] = {}  # pods-first: the scheduler starts at zero
     try:
         created: dict[str, float] = {}
         if opts.order == "pods-first":
@@ -749,6 +795,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             res["startup_s"] = watcher.bound[CANARY][0] - sched.started
             log(f"[{which}] scheduler up (canary bound {res['startup_s']:.1f}s after start); creating pods")
             before_measuring()
+            attempts_before = sched.attempts(cp.admin_token)
             if opts.py_spy and which == "custom":
                 spy = PySpy(sched.pid, Path(opts.py_spy))
                 time.sleep(1.0)  # let py-spy attach before the burst
@@ -765,6 +812,8 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         if churner is not None:
             churner.stop()
         cpu = window.stop()
+        attempts_after = sched.attempts(cp.admin_token)
+        res["attempts"] = {k: v - attempts_before.get(k, 0.0) for k, v in attempts_after.items()}
         res["cpu_s"] = cpu["scheduler"]
         res["apiserver_cpu_s"] = cpu["apiserver"]
         res["cpu_window_s"] = cpu
@@ -798,6 +847,9 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         first_bind_s=(times[0] - t_start) if times else math.nan,
         last_bind_s=(times[-1] - t_start) if times else math.nan,
         throughput_from_start=(n_bound / (times[-1] - t_start)) if times else 0.0,
+        attempts_per_bound=(sum(res.get("attempts", {}).values()) / n_bound)
+        if n_bound and res.get("attempts")
+        else math.nan,
         throughput_first_to_last=((n_bound - 1) / span) if n_bound > 1 and span > 0 else 0.0,
         latency_p50_s=workloads.percentile(lat, 50),
         latency_p90_s=workloads.percentile(lat, 90),
@@ -872,6 +924,7 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
     ("latency_max_s", "latency max (s)", "{:.3f}", False),
     ("cpu_s", "scheduler CPU during run (s)", "{:.2f}", False),
     ("cpu_ms_per_pod", "scheduler CPU per pod (ms)", "{:.2f}", False),
+    ("attempts_per_bound", "scheduling attempts per bound pod", "{:.2f}", False),
     ("peak_rss_mb", "scheduler peak RSS (MB)", "{:.1f}", False),
     ("startup_s", "start-up, process→canary bound (s)", "{:.2f}", False),
     ("apiserver_cpu_s", "kube-apiserver CPU during run (s)", "{:.2f}", None),
@@ -1247,6 +1300,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["ratios"] = ratios(report["results"])
         print(render_table(report["results"], parse_args([])[0], header_line(report)))
         return 0
+    if _arg_value(args, "--workload") == "GangStarvation":
+        # Kwok nodes, a stream and a gang over a time window: its own runner (bench/starvation.py).
+        from bench import starvation
+
+        rest = [a for a in args if a not in ("--workload", "GangStarvation", "--workload=GangStarvation")]
+        return starvation.main(rest)
     opts, json_path = parse_args(argv)
     if "," in opts.workload:  # a list, or all
         return main_suite(opts, json_path, _arg_value(args, "--markdown"))

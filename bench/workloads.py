@@ -1133,3 +1133,102 @@ def gang_probe(min_count: int = 3, n_plain: int = 2) -> GangProbe:
     members = [gang_member(f"probe-m{m}", group) for m in range(min_count)]
     plain = [_upstream_pod(f"probe-plain{k}", "probe-plain", cpu="1", mem="1Gi", limits=False) for k in range(n_plain)]
     return GangProbe(_pod_group(group, min_count), members[:-1], plain, members[-1])
+
+
+# -- GangStarvation (issue #28 item 3): a 16-GPU gang behind a steady stream of short 1-GPU pods ----
+#
+# Not a burst like the shapes above: kwok nodes (custom_scheduler.devenv.kwok) run the pods, a Job
+# keeps ``parallelism`` short 1-GPU pods going (each completes after STARVATION_RUNTIME_S through
+# kwok's pod-complete stage, which acts on Job pods with its annotation, and is replaced by the Job
+# controller), and a gang of STARVATION_GANG members x 8 GPUs arrives once every GPU is busy.
+# bench/starvation.py runs it; the objects are here with the other workloads'.
+
+STARVATION_GPU = "nvidia.com/gpu"
+STARVATION_NODE_GPUS = 8
+STARVATION_GANG = 2  # members of 8 GPUs: a 16-GPU gang
+STARVATION_RUNTIME_S = 10
+#: The annotation kwok's pod-complete stage reads (custom_scheduler.devenv.kwok.COMPLETE_AFTER_ANNOTATION).
+KWOK_COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
+#: GangScheduling's default reservation runtime annotation (custom_scheduler.framework.reservations).
+EXPECTED_RUNTIME = "custom-scheduler.io/expected-runtime"
+
+
+def starvation_node(name: str, pool: str) -> JSON:
+    """A kwok node (``kwok.x-k8s.io/node: fake``) of 8 GPUs, 64 CPUs, labelled ``pool``."""
+    alloc = {STARVATION_GPU: str(STARVATION_NODE_GPUS), "cpu": "64", "memory": "256Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {HOST_KEY: name, "pool": pool, "type": "kwok"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "status": {"capacity": dict(alloc), "allocatable": dict(alloc)},
+    }
+
+
+def _gpu_container(gpus: int) -> JSON:
+    q = {STARVATION_GPU: str(gpus)}
+    return {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": q, "limits": q}}
+
+
+def starvation_owner() -> JSON:
+    """A suspended Job that never makes a pod: the owner of the stream's pods. kwok's pod-complete
+    stage finishes only pods owned by a Job, and owning them keeps the bench (not the Job
+    controller, whose pace varies with its backlog) in charge of the stream's rate."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "stream-owner"},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+            },
+        },
+    }
+
+
+def starvation_stream_pod(
+    name: str, scheduler_name: str, pool: str, owner: JSON, runtime_s: int = STARVATION_RUNTIME_S
+) -> JSON:
+    """One stream pod: 1 GPU for ``runtime_s`` seconds, which it declares (the annotation
+    GangScheduling's backfill reads; kube-scheduler ignores it). ``owner`` is the created Job."""
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"app": "stream"},
+            "annotations": {KWOK_COMPLETE_AFTER: f"{runtime_s}s", EXPECTED_RUNTIME: f"{runtime_s}s"},
+            "ownerReferences": [ref],
+        },
+        "spec": {
+            "schedulerName": scheduler_name,
+            "restartPolicy": "Never",
+            "nodeSelector": {"pool": pool},
+            "containers": [_gpu_container(1)],
+        },
+    }
+
+
+def starvation_gang(scheduler_name: str, pool: str, members: int = STARVATION_GANG) -> tuple[JSON, list[JSON]]:
+    """The gang: a native PodGroup of ``members`` and its members of 8 GPUs each (no runtime declared)."""
+    group = _pod_group("big", members)
+    pods = []
+    for m in range(members):
+        pod: JSON = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"big-{m}", "labels": {"gang": "big"}},
+            "spec": {
+                "schedulerName": scheduler_name,
+                "nodeSelector": {"pool": pool},
+                "schedulingGroup": {"podGroupName": "big"},
+                "containers": [_gpu_container(STARVATION_NODE_GPUS)],
+            },
+        }
+        pods.append(pod)
+    return group, pods

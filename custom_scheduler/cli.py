@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EXIT_CONFIG = 2
 
@@ -56,6 +57,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", default=None, help="overrides clientConnection.kubeconfig")
     run.add_argument("--dry-run", action="store_true", help="shadow mode: decide, but never write to the API")
     run.add_argument("--log-level", default=None)
+    run.add_argument(
+        "--feature-gates",
+        default=None,
+        metavar="NAME=BOOL,...",
+        help="kube-scheduler feature gates this scheduler follows: OpportunisticBatching, "
+        "SchedulerPopFromBackoffQ (both beta, on)",
+    )
+    run.add_argument(
+        "--decision-record",
+        default=None,
+        metavar="NS/NAME|off",
+        help="ConfigMap ring the decisions are recorded in, read by `why` and `shadow-report` (default "
+        "kube-system/custom-scheduler-decisions, with --dry-run kube-system/custom-scheduler-shadow-decisions; "
+        "$CUSTOM_SCHEDULER_DECISION_RECORD)",
+    )
+    run.add_argument(
+        "--decision-record-scores",
+        choices=("on", "off"),
+        default=None,
+        help="record the chosen node's top plugin scores and the runner-up (default on: read from the "
+        "columns the score sum adds anyway; $CUSTOM_SCHEDULER_DECISION_RECORD_SCORES)",
+    )
     # kube-scheduler's flag names. Without them the HTTPS port serves a self-signed certificate.
     run.add_argument(
         "--tls-cert-file",
@@ -69,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the demo on a local control plane")
     demo.add_argument("--keep", action="store_true", help="leave the control plane running until Ctrl-C")
+    demo.add_argument(
+        "scenario", nargs="?", choices=["kueue"], help="kueue: Kueue in front of the scheduler (hack/kueue.sh first)"
+    )
 
     from custom_scheduler import tools
 
@@ -107,6 +133,30 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     sys.stdout.write(config.render_effective(cfg))
     print(f"custom-scheduler: {advice.summary(args.file, cfg, len(found))}", file=sys.stderr)
     return 0
+
+
+def _run_options(args: argparse.Namespace) -> tuple[Any, Any] | int:
+    """``run``'s decision record and feature gates from the flags (and the record's environment
+    variables), or the exit code after a clear message."""
+    import os
+
+    from custom_scheduler.config import gates as feature_gates
+    from custom_scheduler.core.decision_store import RECORD_ENV, SCORES_ENV, parse_ring_ref
+    from custom_scheduler.errors import ConfigError
+
+    scores = (args.decision_record_scores or os.environ.get(SCORES_ENV) or "on").lower() == "on"
+    try:
+        record = parse_ring_ref(args.decision_record or os.environ.get(RECORD_ENV), shadow=args.dry_run, scores=scores)
+    except ValueError as e:
+        print(f"custom-scheduler: --decision-record: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        gates = feature_gates.parse(args.feature_gates)
+    except ConfigError as e:
+        for err in e.errors:
+            print(f"custom-scheduler: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    return record, gates
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -161,8 +211,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"custom-scheduler: cannot load cluster credentials: {e}", file=sys.stderr)
         return EXIT_CONFIG
+    options = _run_options(args)
+    if isinstance(options, int):
+        return options
+    record, gates = options
     metrics = Metrics()
-    app = App(cfg, full_registry(), client, dry_run=args.dry_run, metrics=metrics)
+    app = App(cfg, full_registry(), client, dry_run=args.dry_run, metrics=metrics, decision_record=record, gates=gates)
     app.install_signal_handlers()
     try:
         return serve(app, metrics, config_path=args.config, dry_run=args.dry_run, certs=certs, adjust=adjust)
@@ -172,6 +226,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.scenario == "kueue":
+        from custom_scheduler.devenv.kueue_demo import main as kueue_demo_main
+
+        return kueue_demo_main(keep=args.keep)
     from custom_scheduler.devenv.demo import main as demo_main
 
     return demo_main(keep=args.keep)

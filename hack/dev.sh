@@ -3,7 +3,15 @@
 #   hack/dev.sh test   lint (ruff, mypy), the whole test suite against a real control plane of the
 #                      newest supported Kubernetes, then the integration smoke on the oldest one
 #   hack/dev.sh demo   a local control plane, the scheduler, a sample workload and a summary
-#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries, kwok, helm)
+#   hack/dev.sh setup  only the set-up (apt packages, .venv, control-plane binaries, kwok, helm,
+#                      the container image)
+#   hack/dev.sh up     a local playground left running in the background: control plane, kwok
+#                      nodes, the scheduler with config.example.yaml; prints KUBECONFIG and what
+#                      to try (--foreground: in this terminal until Ctrl-C)
+#   hack/dev.sh down   stops the playground (the PIDs it recorded) and removes its state
+#   hack/dev.sh image  only the container image (hack/image.sh; prints its OCI archive)
+#   hack/dev.sh kueue  Kueue v0.17.0 for its tests and `demo kueue` (about 10 minutes the first
+#                      time; not part of setup: without it those tests skip)
 #   hack/dev.sh e2e    Kubernetes' own [sig-scheduling] e2e specs on a kwok cluster, with
 #                      kube-scheduler and with ours (--scheduler custom|kube|both; builds e2e.test
 #                      into the cache the first time, 7-15 minutes); prints the table
@@ -50,9 +58,8 @@ setup_python() {
 
 setup_controlplane() {
     # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: $KUBEBUILDER_ASSETS,
-    # the cache, or a build from Go modules ($K8S_VERSION selects a release).
-    command -v go >/dev/null 2>&1 || [ -n "${KUBEBUILDER_ASSETS:-}" ] \
-        || { log "Go >= 1.26 is needed to build the control plane (or set KUBEBUILDER_ASSETS)"; exit 1; }
+    # the cache, or a build from Go modules ($K8S_VERSION selects a release). Go is needed only for
+    # a build: the script says what is missing when there is neither a cache nor Go.
     KUBE_ASSETS="$(bash hack/testenv.sh)"
     export KUBE_ASSETS
     log "control plane binaries: $KUBE_ASSETS"
@@ -76,18 +83,47 @@ setup_helm() {
     log "helm: $dir"
 }
 
-setup() {
+setup_image() {
+    # The container image, built from the Dockerfile on a Debian base made with mmdebstrap (the
+    # public base cannot be pulled here; see hack/image.sh), for tests/integration/test_image.py.
+    # Cached by a hash of its inputs: 2-4 minutes the first time, instant after.
+    local archive
+    local cached
+    cached="${XDG_CACHE_HOME:-$HOME/.cache}/custom-scheduler/image-$(bash hack/image.sh --hash-only)/image.oci.tar"
+    if [ "$(id -u)" != 0 ] && [ ! -s "$cached" ]; then
+        log "image: not built (building needs root: mmdebstrap, podman); tests/integration/test_image.py skips"
+        return 0
+    fi
+    archive="$(bash hack/image.sh)"
+    log "image: $archive"
+}
+
+setup_runtime() {
+    # What a local cluster needs (the demo, the playground, the e2e runs): no helm, no image.
     ensure_apt ca-certificates openssl
     setup_python
     setup_controlplane
     setup_kwok
+}
+
+setup() {
+    setup_runtime
     setup_helm
+    setup_image
+    # Headless Chromium for the simulator page's browser test (tests/integration/test_ui_browser.py).
+    ensure_apt chromium
 }
 
 cmd="${1:-test}"
 shift || true
 case "$cmd" in
     setup) setup ;;
+    kueue)
+        # Kueue v0.17.0 for tests/integration/test_kueue*.py and `demo kueue` (about 10 minutes
+        # the first time; not part of setup, so CI on a fresh machine skips those tests).
+        setup_runtime
+        log "kueue: $(bash hack/kueue.sh)"
+        ;;
     lint)
         setup_python
         .venv/bin/ruff check custom_scheduler tests bench
@@ -106,13 +142,25 @@ case "$cmd" in
         fi
         ;;
     demo)
-        setup
+        setup_runtime
         .venv/bin/python -m custom_scheduler demo "$@"
         ;;
+    up)
+        # A local playground left running: control plane, kwok nodes, the scheduler (see
+        # custom_scheduler/devenv/playground.py); --foreground keeps it in this terminal.
+        setup_runtime
+        exec .venv/bin/python -m custom_scheduler.devenv.playground up "$@"
+        ;;
+    down)
+        exec .venv/bin/python -m custom_scheduler.devenv.playground down "$@"
+        ;;
+    image)
+        setup_image
+        ;;
     e2e)
-        setup
+        setup_runtime
         bash hack/e2e.sh >/dev/null
         exec nice -n 10 .venv/bin/python -m custom_scheduler.devenv.e2e "$@"
         ;;
-    *) echo "usage: hack/dev.sh {setup|lint|test|demo|e2e} [args]" >&2; exit 2 ;;
+    *) echo "usage: hack/dev.sh {setup|lint|test|demo|up|down|image|kueue|e2e} [args]" >&2; exit 2 ;;
 esac

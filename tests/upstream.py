@@ -172,7 +172,6 @@ class KubeScheduler:
             text = f.read().decode(errors="replace")
         return [line for line in lines if line not in text]
 
-
     def wait_logged(self, lines: Iterable[str], since: int) -> None:
         """Wait until every one of ``lines`` is in the log after byte ``since`` (its cache caught
         up with what the test created); AssertionError with what is missing and the log's tail."""
@@ -187,6 +186,7 @@ class KubeScheduler:
             cluster.wait_for(caught_up, timeout=30, interval=0.05, what="kube-scheduler's cache to catch up")
         except TimeoutError as e:
             raise AssertionError(f"{e}: not logged: {self.logged(want, since)}\n{self.log_tail()}") from None
+
     def binding(self, pod_key: str, since: int = 0) -> Binding | None:
         """The pod's ``Successfully bound`` line and the score lines of its cycle, or None while the
         bind is not logged yet. The score lines precede the bind line (scoring happens in the

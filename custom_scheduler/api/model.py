@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from custom_scheduler.api.dra_extended import ContainerRequests, container_requests, is_extended_resource_name
 from custom_scheduler.api.node_features import declared_features, infer_for_scheduling
 from custom_scheduler.api.resources import (
     DEFAULT_MEMORY_REQUEST,
@@ -156,6 +157,9 @@ class Pod:
     pod_group_native: bool = False
     # The declared node features the pod needs (api.node_features; empty for almost every pod).
     required_node_features: frozenset[str] = frozenset()
+    # Per container, its extended resource requests (api.dra_extended: the claim DRA makes for
+    # them); empty unless some container requests an extended resource.
+    extended_containers: tuple[ContainerRequests, ...] = ()
 
     @property
     def key(self) -> str:
@@ -410,6 +414,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         pod_group=group,
         pod_group_native=native,
         required_node_features=infer_for_scheduling(spec),
+        extended_containers=(container_requests(spec) if any(map(is_extended_resource_name, requests.scalar)) else ()),
     )
 
 

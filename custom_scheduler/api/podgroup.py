@@ -21,6 +21,7 @@ The status documents the writers send are computed here too (:func:`native_condi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
@@ -54,6 +55,19 @@ PHASE_UNKNOWN = "Unknown"
 
 _INT32_MAX = 2**31 - 1
 
+#: Topology levels a PodGroup asks for by annotation (issue #28): ``required`` — every member in
+#: one domain of that node label; ``preferred`` — the level to try tightest-from, climbing when the
+#: gang does not fit. Read on PodGroups of both APIs (the CRD has no field for them; a native group's
+#: ``schedulingConstraints.topology`` wins over the required annotation).
+ANN_TOPOLOGY_REQUIRED = "custom-scheduler.io/topology-required"
+ANN_TOPOLOGY_PREFERRED = "custom-scheduler.io/topology-preferred"
+#: Kueue's PodSet annotation names (sigs.k8s.io/kueue apis/kueue/v1beta2/topology_types.go), accepted
+#: as aliases on the PodGroup so a Kueue-shaped job needs no second spelling.
+KUEUE_TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+#: A label key (``[prefix/]name``), as the API server validates ``TopologyConstraint.key``.
+_LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
 
 @dataclass(frozen=True, slots=True)
 class GroupError:
@@ -86,6 +100,9 @@ class PodGroup:
     ``timeout`` is the Permit wait in seconds the group asks for (the CRD's
     ``scheduleTimeoutSeconds``; the native API has none: None means the plugin's default).
     ``topology_key`` is the native ``schedulingConstraints.topology[0].key`` (the CRD has none).
+    ``topology_required`` / ``topology_preferred`` are the levels the group asks for (the native key,
+    else the annotations; see :data:`ANN_TOPOLOGY_REQUIRED`): placement never leaves one domain of the
+    required level and tries the tightest levels from the preferred one up.
     ``condition`` (native) and ``phase`` (CRD) are the status as read, for the status writers.
     """
 
@@ -107,6 +124,8 @@ class PodGroup:
     """Native ``spec.disruptionMode.all``: the group's pods are preempted together or not at all
     (upstream's workload-aware preemption); ``single`` or unset (and every CRD group) lets them go
     one at a time."""
+    topology_required: str | None = None
+    topology_preferred: str | None = None
     priority: int | None = None
     """Native ``spec.priority`` (set by the Priority admission plugin from ``priorityClassName``):
     the priority of the group as a preemptor and as a victim; None reads as 0, as upstream's
@@ -172,6 +191,9 @@ def _common(doc: object) -> tuple[Mapping[str, Any], str, dict[str, Any]] | Grou
     if not _is_int(gen):
         return GroupError(what, f"metadata.generation must be an integer, got {type(gen).__name__}")
     ts = meta.get("creationTimestamp")
+    levels = _topology_annotations(meta.get("annotations"))
+    if isinstance(levels, GroupError):
+        return GroupError(what, levels.why)
     return (
         doc,
         what,
@@ -182,8 +204,26 @@ def _common(doc: object) -> tuple[Mapping[str, Any], str, dict[str, Any]] | Grou
             "uid": str(meta.get("uid") or ""),
             "creation_time": parse_time(ts if isinstance(ts, str) else None) or 0.0,
             "generation": gen,
+            "topology_required": levels[0],
+            "topology_preferred": levels[1],
         },
     )
+
+
+def _topology_annotations(annotations: object) -> tuple[str | None, str | None] | GroupError:
+    """(required, preferred) levels from the annotations (ours first, then Kueue's names)."""
+    if annotations is None:
+        return None, None
+    if not isinstance(annotations, Mapping):
+        return GroupError("", "metadata.annotations must be a map of strings")
+    out: list[str | None] = []
+    for names in ((ANN_TOPOLOGY_REQUIRED, KUEUE_TOPOLOGY_REQUIRED), (ANN_TOPOLOGY_PREFERRED, KUEUE_TOPOLOGY_PREFERRED)):
+        value = next((annotations[n] for n in names if annotations.get(n) is not None), None)
+        if value is not None and (not isinstance(value, str) or not _LABEL_KEY_RE.match(value)):
+            name = next(n for n in names if annotations.get(n) is not None)
+            return GroupError("", f"annotation {name} must be a node label key, got {value!r:.60}")
+        out.append(value)
+    return out[0], out[1]
 
 
 def parse_native(doc: object) -> PodGroup | GroupError:
@@ -222,6 +262,8 @@ def parse_native(doc: object) -> PodGroup | GroupError:
     priority = spec.get("priority")
     if priority is not None and not (_is_int(priority) and -(2**31) <= priority <= _INT32_MAX):
         return GroupError(what, f"spec.priority must be an int32, got {priority!r:.40}")
+    if topology is not None:
+        base["topology_required"] = topology  # the API's constraint wins over an annotation
     return PodGroup(
         api=NATIVE,
         min_count=min_count,
@@ -254,8 +296,8 @@ def _topology_key(constraints: object) -> str | GroupError | None:
     if not topo:
         return None
     key = topo[0].get("key")
-    if not isinstance(key, str) or not key:
-        return GroupError("", "spec.schedulingConstraints.topology[0].key must be a non-empty string")
+    if not isinstance(key, str) or not _LABEL_KEY_RE.match(key):
+        return GroupError("", f"spec.schedulingConstraints.topology[0].key must be a node label key, got {key!r:.60}")
     return key
 
 
@@ -305,6 +347,9 @@ def parse_crd(doc: object) -> PodGroup | GroupError:
     if raw_res is not None:
         if not isinstance(raw_res, Mapping):
             return GroupError(what, "spec.minResources must be a map of quantities")
+        for name, q in raw_res.items():
+            if isinstance(q, bool) or not isinstance(q, str | int | float):
+                return GroupError(what, f"spec.minResources.{name!s:.60}: a quantity must be a string, got {q!r:.40}")
         try:
             min_res = Resources.from_json(raw_res)
         except (ValueError, TypeError, ArithmeticError) as e:

@@ -4,8 +4,10 @@ A heap ordered by the QueueSort ``less`` (priority, then time queued), insertion
 ties, so pods equal under ``less`` pop first-in first-out. Popping a pod starts an attempt: it is
 *in flight* until its cycle ends (``done``) or it is requeued, and updates and deletes that arrive
 meanwhile are recorded on its :class:`InFlight` record, to be applied at the requeue. As upstream,
-activeQ also keeps the scheduling-cycle counter (one per pop) and the cycle of the last move
-request, which decide whether a rejected pod may wait for an event or must retry.
+activeQ also keeps the scheduling-cycle counter (one per pop) and the *in-flight events*: every
+cluster event that arrives while some pod is being tried, kept until no pod that was in flight
+when it arrived remains, so a pod whose attempt fails can be asked whether one of them may have
+helped it (:meth:`ActiveQueue.events_during`) instead of waiting for an event that already came.
 
 Not thread-safe on its own: :class:`~custom_scheduler.core.queue.SchedulingQueue` holds its one
 lock around every call and does the waking (one lock for all sub-queues, so a pod moving between
@@ -17,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from custom_scheduler.api import model
 from custom_scheduler.core.pod_heap import HeapQueue
@@ -34,6 +37,15 @@ class InFlight:
     """The newest version seen while in flight (None: no update arrived)."""
     deleted: bool = False
     """The pod was deleted while in flight: its requeue is skipped."""
+    first_event: int = 0
+    """The sequence number the next in-flight event got when the attempt started."""
+
+
+InFlightEvent = tuple[int, Any, Any, Any]
+"""(sequence number, cluster event, old object, new object)."""
+
+#: Prune the in-flight events (drop those no pod in flight can still replay) past this many.
+_PRUNE_AT = 256
 
 
 class ActiveQueue(HeapQueue):
@@ -52,7 +64,8 @@ class ActiveQueue(HeapQueue):
         self._clock = clock
         self._in_flight: dict[str, InFlight] = {}
         self._scheduling_cycle = 0
-        self._move_request_cycle = -1
+        self._events: list[InFlightEvent] = []
+        self._event_seq = 0
 
     # -- order ----------------------------------------------------------------------------------
     def before(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -98,7 +111,7 @@ class ActiveQueue(HeapQueue):
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self._clock()
         qpi.unschedulable_plugins = set()
-        self._in_flight[qpi.uid] = InFlight(qpi)
+        self._in_flight[qpi.uid] = InFlight(qpi, first_event=self._event_seq)
 
     def update_in_flight(self, pod: model.Pod) -> bool:
         """Record a newer version of an in-flight pod for its requeue; False if it is not in flight."""
@@ -116,27 +129,49 @@ class ActiveQueue(HeapQueue):
         flight.latest = None
         return True
 
+    def get_flight(self, uid: str) -> InFlight | None:
+        """The pod's in-flight record, if it is being tried."""
+        return self._in_flight.get(uid)
+
     def end_flight(self, uid: str) -> InFlight | None:
-        """The pod's attempt is over (a requeue): its in-flight record, if it was in flight."""
-        return self._in_flight.pop(uid, None)
+        """The pod's attempt is over (a requeue): its in-flight record, if it was in flight. Read
+        :meth:`events_during` for it before the next end, which may prune them."""
+        flight = self._in_flight.pop(uid, None)
+        self._prune()
+        return flight
 
     def done(self, uid: str) -> None:
-        self._in_flight.pop(uid, None)
+        if self._in_flight.pop(uid, None) is not None:
+            self._prune()
 
     def in_flight_count(self) -> int:
         return len(self._in_flight)
+
+    # -- in-flight events -------------------------------------------------------------------------
+    def record_event(self, event: Any, old: Any, new: Any) -> None:
+        """Keep a cluster event for the pods in flight now (nothing is kept while none is)."""
+        if self._in_flight:
+            self._events.append((self._event_seq, event, old, new))
+            self._event_seq += 1
+
+    def events_during(self, flight: InFlight) -> list[InFlightEvent]:
+        """The events that arrived while ``flight``'s pod was being tried, oldest first."""
+        start = flight.first_event
+        return [e for e in self._events if e[0] >= start]
+
+    def _prune(self) -> None:
+        if not self._in_flight:
+            self._events.clear()
+        elif len(self._events) > _PRUNE_AT:
+            oldest = min(f.first_event for f in self._in_flight.values())
+            self._events = [e for e in self._events if e[0] >= oldest]
+
+    def in_flight_events(self) -> int:
+        """How many events are kept for the pods in flight (for tests and debugging)."""
+        return len(self._events)
 
     # -- cycles ---------------------------------------------------------------------------------
     @property
     def scheduling_cycle(self) -> int:
         """How many pods have been popped."""
         return self._scheduling_cycle
-
-    @property
-    def move_request_cycle(self) -> int:
-        """The scheduling cycle current at the last move request (-1 before the first)."""
-        return self._move_request_cycle
-
-    def note_move_request(self) -> None:
-        """A cluster event (or an activation) moved pods: pods in flight now may have missed it."""
-        self._move_request_cycle = self._scheduling_cycle

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import instrument as ins
+from custom_scheduler.framework.batching import OpportunisticBatch, Signature
 from custom_scheduler.framework.extender import EXTENDER_NAME, ExtenderError, Extenders, extenders_of
 from custom_scheduler.framework.extender_wire import MAX_EXTENDER_PRIORITY
 from custom_scheduler.framework.runtime import Framework, ScoredNode
@@ -54,6 +55,20 @@ class ScheduleResult:
     feasible: int
     scores: list[ScoredNode] = field(default_factory=list)
     statuses: dict[str, Status] = field(default_factory=dict)
+    hint: str = ""
+    """The batch's hint this cycle was given ("" when none)."""
+    ranking: list[tuple[str, int]] = field(default_factory=list)
+    """The other scored nodes with their totals, kept when batching asked for them."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    """Opportunistic batching for one cycle: the profile's batch state, the pod's signature and
+    the cycle's number (see :mod:`custom_scheduler.framework.batching`)."""
+
+    state: OpportunisticBatch
+    signature: Signature | None
+    cycle: int
 
 
 class Algorithm:
@@ -63,6 +78,9 @@ class Algorithm:
         self.rng = rng or random.Random()
         self.next_start = 0
         self.percentage = percentage_of_nodes_to_score
+        #: On the fast path, keep the chosen node's and the runner-up's per-plugin weighted scores
+        #: in ``scores`` (the decision record's top plugins; the columns are summed anyway).
+        self.keep_top = False
 
     def schedule(
         self,
@@ -74,13 +92,16 @@ class Algorithm:
         *,
         find_all: bool = False,
         detail: bool | None = None,
+        batch: BatchRequest | None = None,
     ) -> ScheduleResult:
         """Pick a node for ``pod`` or raise :class:`FitError` (FrameworkError/RuntimeError on plugin
         errors, :class:`~custom_scheduler.framework.extender.ExtenderError` on a failed extender).
 
         ``find_all`` evaluates every node (explain does this to report each node's verdict).
         ``detail`` (default: ``find_all``) keeps every plugin's score per node in ``scores``;
-        without it only the totals are computed, which is the daemon's fast path.
+        without it only the totals are computed, which is the daemon's fast path. With ``batch``
+        the previous equal pod's ranking may name a node to try alone first (its hint), and a full
+        search keeps its ranking in the result for the next one.
         """
         if detail is None:
             detail = find_all
@@ -97,6 +118,7 @@ class Algorithm:
         statuses: dict[str, Status] = {}
         candidates = _prefilter_candidates(fwk, state, nodes, statuses)
         exts = extenders_of(fwk.handle)
+        hint = _batch_hint(fwk, state, pod, snap, nominated, batch) if batch is not None and not find_all else ""
         # A pod nominated by an earlier preemption tries that node first.
         if (
             pod.nominated_node_name
@@ -105,6 +127,8 @@ class Algorithm:
             and _nominated_passes_extenders(exts, pod, snap)
         ):
             return ScheduleResult(pod.nominated_node_name, 1, 1)
+        if hint and _fits(fwk, state, pod, snap, nominated, hint) is True:
+            return ScheduleResult(hint, 1, 1, hint=hint)  # one feasible node: no search, no scoring
 
         feasible, evaluated = self._filter(
             fwk, state, pod, candidates, nominated, statuses, find_all, snap if candidates is nodes else None
@@ -114,8 +138,10 @@ class Algorithm:
         if not feasible:
             raise FitError(pod, len(nodes), statuses)
         if len(feasible) == 1 and not find_all:
-            return ScheduleResult(feasible[0].name, evaluated, 1, statuses=statuses)
-        return self._score(fwk, state, pod, feasible, evaluated, statuses, detail)
+            return ScheduleResult(feasible[0].name, evaluated, 1, statuses=statuses, hint=hint)
+        result = self._score(fwk, state, pod, feasible, evaluated, statuses, detail, keep_ranking=batch is not None)
+        result.hint = hint
+        return result
 
     def _score(
         self,
@@ -126,9 +152,12 @@ class Algorithm:
         evaluated: int,
         statuses: dict[str, Status],
         detail: bool,
+        *,
+        keep_ranking: bool = False,
     ) -> ScheduleResult:
         """PreScore, Score and the pick among several feasible nodes; with ``detail`` every
-        plugin's score per node is kept, else only the totals are computed."""
+        plugin's score per node is kept, else only the totals are computed; ``keep_ranking``
+        keeps the other nodes' totals (for the next equal pod)."""
         st = fwk.run_pre_score(state, pod, feasible)
         if not st.is_success:
             raise RuntimeError(f"running PreScore plugin {st.plugin!r}: {st.message}")
@@ -141,14 +170,24 @@ class Algorithm:
             )
             _add_extender_scores(scored, exts.prioritize(pod, feasible) if exts.has_prioritizers else {})
         else:
-            totals = fwk.run_score_totals(state, pod, feasible)
+            rows: list[tuple[str, npt.NDArray[np.int64]]] | None = [] if self.keep_top else None
+            totals = fwk.run_score_totals(state, pod, feasible, rows)
             if exts.has_prioritizers:
                 by_node = exts.prioritize(pod, feasible)
                 totals = totals + np.fromiter(
                     (sum(f for _, f in by_node.get(n.name, {}).values()) for n in feasible), np.int64, len(feasible)
                 )
-            return ScheduleResult(feasible[self.select_index(totals)].name, evaluated, len(feasible), [], statuses)
-        return ScheduleResult(self.select(scored), evaluated, len(feasible), scored, statuses)
+            best = self.select_index(totals)
+            top = _top_two(feasible, totals, rows, best) if rows is not None else []
+            result = ScheduleResult(feasible[best].name, evaluated, len(feasible), top, statuses)
+            if keep_ranking:
+                result.ranking = [
+                    (n.name, int(t)) for i, (n, t) in enumerate(zip(feasible, totals, strict=True)) if i != best
+                ]
+            return result
+        chosen = self.select(scored)
+        ranking = [(sn.name, sn.total) for sn in scored if sn.name != chosen] if keep_ranking else []
+        return ScheduleResult(chosen, evaluated, len(feasible), scored, statuses, ranking=ranking)
 
     def _filter(
         self,
@@ -299,3 +338,62 @@ def _fits_nominated_node(
     if nom is None or (state.node_names is not None and nom.name not in state.node_names):
         return False
     return fwk.run_filter_with_nominated(state, pod, nom, nominated.get(nom.name, ())).is_success
+
+
+def _fits(
+    fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot, nominated: Mapping[str, Sequence[Pod]], name: str
+) -> bool | None:
+    """The filters' verdict on one node (with the pods nominated there); None for a node gone or
+    a filter error."""
+    ni = snap.get(name)
+    if ni is None:
+        return None
+    if state.node_names is not None and name not in state.node_names:
+        return False
+    st = fwk.run_filter_with_nominated(state, pod, ni, nominated.get(name, ()))
+    return None if st.code is Code.ERROR else st.is_success
+
+
+def _batch_hint(
+    fwk: Framework,
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    nominated: Mapping[str, Sequence[Pod]],
+    batch: BatchRequest,
+) -> str:
+    """The node the previous equal pod's ranking offers (upstream's GetNodeHint), after PreFilter."""
+
+    def rescore(names: Sequence[str]) -> dict[str, int] | None:
+        nodes = [ni for n in names if (ni := snap.get(n)) is not None]
+        if len(nodes) != len(names):
+            return {}
+        if not fwk.run_pre_score(state, pod, nodes).is_success:
+            return None
+        totals = fwk.run_score_totals(state, pod, nodes)
+        return {ni.name: int(t) for ni, t in zip(nodes, totals, strict=True)}
+
+    return batch.state.hint(
+        batch.signature,
+        bool(pod.nominated_node_name),
+        batch.cycle,
+        lambda name: _fits(fwk, state, pod, snap, nominated, name),
+        rescore,
+    )
+
+
+def _top_two(
+    feasible: Sequence[NodeInfo],
+    totals: npt.NDArray[np.int64],
+    rows: Sequence[tuple[str, npt.NDArray[np.int64]]],
+    best: int,
+) -> list[ScoredNode]:
+    """The chosen node's and the runner-up's weighted score per plugin (the fast path's columns)."""
+    picks = [best]
+    if len(totals) > 1:
+        rest = totals.copy()
+        rest[best] = np.iinfo(np.int64).min
+        picks.append(int(rest.argmax()))
+    return [
+        ScoredNode(feasible[i].name, int(totals[i]), weighted={name: int(col[i]) for name, col in rows}) for i in picks
+    ]

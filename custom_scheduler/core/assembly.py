@@ -20,8 +20,10 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.config.gates import DEFAULT_GATES, FeatureGates
 from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
@@ -31,6 +33,7 @@ from custom_scheduler.core.cycle import Decision
 from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import Clock, EventSink, Observer
 from custom_scheduler.core.scheduler import Scheduler
+from custom_scheduler.framework.cluster_events import ClusterEvent
 from custom_scheduler.framework.evictor import Evictor
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.runtime import Framework
@@ -64,6 +67,13 @@ class QueueHooks:
     def pre_enqueue(self, pod: Pod) -> str | None:
         return self._bound().pre_enqueue(pod)
 
+    # The queue's Hints protocol.
+    def interested(self, event: ClusterEvent) -> Callable[[str], bool]:
+        return self._bound().hints_interested(event)
+
+    def worth(self, qpi: q.QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        return self._bound().hints_worth(qpi, event, old, new)
+
 
 @dataclass(frozen=True, slots=True)
 class FrameworkInputs:
@@ -96,6 +106,8 @@ class Ports:
     fence: Fence | None = None
     rng: random.Random | None = None
     dry_run: bool = False
+    gates: FeatureGates = DEFAULT_GATES
+    """kube-scheduler's feature gates this implementation follows (``run --feature-gates``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +136,8 @@ def assemble(
         initial_backoff=float(config.pod_initial_backoff_seconds),
         max_backoff=float(config.pod_max_backoff_seconds),
         pre_enqueue=hooks.pre_enqueue,
+        hints=hooks,
+        pop_from_backoff=ports.gates.scheduler_pop_from_backoff_q,
     )
     nominator = Nominator()
     inputs = FrameworkInputs(Snapshot(), nominator.pods_on, queue.activate)
@@ -144,6 +158,7 @@ def assemble(
         confirm=ports.confirm,
         rng=ports.rng,
         clock=clock,
+        batching=ports.gates.opportunistic_batching,
     )
     hooks.bind(scheduler)
     return Assembly(scheduler, queue, inputs)

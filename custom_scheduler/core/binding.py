@@ -31,6 +31,7 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.ports import Clock, EventSink, Observer, QueuePort
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.extender import EXTENDER_NAME, extenders_of
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.runtime import Framework
@@ -273,10 +274,15 @@ class BindingCycle:
         # pods bound without a scheduler) must not block pods that need none of it.
         # Not those an extender manages for the scheduler (``ignoredByScheduler``): nodes need not have them.
         ignored = extenders_of(a.fwk.handle).ignored_resources
+        # Nor an extended resource a DeviceClass backs (DRAExtendedResource): DynamicResources
+        # allocated devices for it, the node need not list it.
+        dra = getattr(a.fwk.handle, "dra", None) if a.pod.extended_containers else None
         over = [
             r
             for r in self.cache.overcommitted(a.node)
-            if (r == "pods" or a.pod.requests.get(r) > 0) and r not in ignored
+            if (r == "pods" or a.pod.requests.get(r) > 0)
+            and r not in ignored
+            and (dra is None or dra.extended_resource_class(r) is None)
         ]
         if over:
             # Another scheduler bound pods here after our decision (the watch told the cache):
@@ -374,7 +380,7 @@ class BindingCycle:
         """The room the pod held is free again, as if an assigned pod was deleted."""
         uid = a.pod.uid
         self.queue.move_all_to_active_or_backoff(
-            q.ASSIGNED_POD_DELETE, (lambda p: p.uid != uid) if exclude_self else None
+            ce.ASSIGNED_POD_DELETE, a.pod, None, (lambda p: p.uid != uid) if exclude_self else None
         )
 
     def _rejected(self, a: Assumed, st: Status, stage: str) -> None:

@@ -29,13 +29,15 @@ import structlog
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.core import queue as q
-from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.algorithm import Algorithm, BatchRequest
 from custom_scheduler.core.binding import Assumed, BindingCycle
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.decision import Decision
 from custom_scheduler.core.group_cycle import GroupCycle
 from custom_scheduler.core.ports import Clock, EventSink, NominatorPort, Observer, QueuePort
+from custom_scheduler.framework.batching import OpportunisticBatch
 from custom_scheduler.framework.evictor import Evictor, NoEvictor
+from custom_scheduler.framework.extender import extenders_of
 from custom_scheduler.framework.instrument import PLUGIN_METRICS_SAMPLE_PERCENT
 from custom_scheduler.framework.interface import PostFilterResult
 from custom_scheduler.framework.runtime import Framework, FrameworkError
@@ -78,8 +80,13 @@ class SchedulingCycle:
         clock: Clock = time.monotonic,
         on_decision: Callable[[Decision], None] | None = None,
         snapshot: Snapshot | None = None,
+        batching: bool = True,
     ) -> None:
         self.profiles = dict(profiles)
+        #: Opportunistic batching (upstream's OpportunisticBatching gate, beta, on): per profile,
+        #: the ranking the last placed pod left for an equal next one. Cleared on a reload.
+        self.batching = batching
+        self.batches: dict[str, OpportunisticBatch] = {}
         self.cache = cache
         self.queue = queue
         self.nominator = nominator
@@ -168,27 +175,44 @@ class SchedulingCycle:
         self.cache.update_snapshot(self.snapshot)
         state = self.new_state()
         cycle = self.queue.scheduling_cycle
+        batch = self._batch_request(fwk, pod, cycle)
         try:
             result = self.algorithm.schedule(
-                fwk, state, pod, self.snapshot, self.nominator.by_node(), detail=self.detail
+                fwk, state, pod, self.snapshot, self.nominator.by_node(), detail=self.detail, batch=batch
             )
         except FitError as fit:
+            if batch is not None:
+                batch.state.failed(cycle)
             post = self._post_filter(fwk, state, pod, fit)
             self.observer.algorithm(self.clock() - start)  # upstream's schedulingAlgorithm includes PostFilter
             msg = str(fit)
             qpi.unschedulable_plugins = fit.rejecting_plugins
             nominated = post.nominated_node_name if post is not None and post.status.is_success else None
             self.fail(fwk, qpi, cycle, "Unschedulable", msg, nominated=nominated, started=start)
-            return Decision(pod.key, "unschedulable", message=msg, post_filter=post, uid=pod.uid)
+            return Decision(pod.key, "unschedulable", message=msg, post_filter=post, uid=pod.uid, statuses=fit.statuses)
         except (FrameworkError, RuntimeError) as e:
+            if batch is not None:
+                batch.state.failed(cycle)
             self.observer.algorithm(self.clock() - start)
             self.fail(fwk, qpi, cycle, "SchedulerError", str(e), started=start)
             return Decision(pod.key, "error", message=str(e), uid=pod.uid)
         self.observer.algorithm(self.clock() - start)
+        if batch is not None:
+            batch.state.store(batch.signature, result.hint, result.node, result.ranking, cycle)
 
         d = self.assume_and_reserve(fwk, state, qpi, result.node, cycle, start)
         d.schedule = result
         return d
+
+    def _batch_request(self, fwk: Framework, pod: Pod, cycle: int) -> BatchRequest | None:
+        """This cycle's batching, when on and the profile can sign pods (every PreFilter, Filter,
+        PreScore and Score plugin signs, and no extender is configured: upstream's rule)."""
+        if not self.batching or not fwk.signer.enabled or extenders_of(fwk.handle):
+            return None
+        state = self.batches.get(fwk.profile_name)
+        if state is None:
+            state = self.batches[fwk.profile_name] = OpportunisticBatch(clock=self.clock)
+        return BatchRequest(state, fwk.signer.sign(pod), cycle)
 
     def assume_and_reserve(
         self, fwk: Framework, state: CycleState, qpi: q.QueuedPodInfo, node: str, cycle: int, start: float

@@ -8,10 +8,12 @@ it, which is where the rest of the package imports it from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from custom_scheduler.core.algorithm import ScheduleResult
 from custom_scheduler.framework.interface import PostFilterResult
+from custom_scheduler.framework.types import Status
 
 
 @dataclass(slots=True)
@@ -25,3 +27,6 @@ class Decision:
     post_filter: PostFilterResult | None = None
     schedule: ScheduleResult | None = None
     uid: str = ""
+    statuses: Mapping[str, Status] = field(default_factory=dict)
+    """An unschedulable pod's rejection per node (the FitError's): the decision record counts
+    them per plugin and reason, which the aggregated ``message`` no longer tells apart."""

@@ -262,6 +262,12 @@ class Writer:
                 self.client.patch(pod_path(pod.namespace, pod.name, "status"), patch, STRATEGIC_PATCH_CT)
             except (api_errors.NotFound, api_errors.Conflict):
                 pass  # gone, or replaced by a pod of the same name: nothing to nominate
+            except api_errors.ApiError as e:
+                if e.status != 422:
+                    raise
+                # Bound before this write landed (the API server refuses a nomination on a bound
+                # pod): the nomination it announced is moot, the bind won.
+                log.debug("nomination_after_bind", pod=pod.key, node=node)
 
         self._submit(write)
 

@@ -26,6 +26,7 @@ from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.decision import Decision
 from custom_scheduler.core.ports import Clock, NominatorPort, Observer, QueuePort
 from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+from custom_scheduler.framework import gang_topology as topo
 from custom_scheduler.framework.evictor import Evictor
 from custom_scheduler.framework.interface import PodGroupPlugin
 from custom_scheduler.framework.runtime import Framework, FrameworkError
@@ -33,6 +34,9 @@ from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError
 
 Plan = list[tuple[QueuedPodInfo, str, tuple[Pod, ...]]]
 """A gang preemption: each member that needs room, its node, and the pods to evict there."""
+Cost = tuple[int, int, int, int, str]
+"""A preemption plan's disruption, the least first: the highest victim priority, the number of
+victims, the PodDisruptionBudgets they violate, then the domain's tier and value (determinism)."""
 
 
 @dataclass(slots=True)
@@ -46,6 +50,9 @@ class _Trial:
     nominations: dict[str, str] = field(default_factory=dict)  # uid -> in-memory nomination it had
     untried: list[QueuedPodInfo] = field(default_factory=list)
     verdict: Status = SUCCESS
+    note: str = ""  # the chosen topology domain, for the messages
+    victims: dict[str, Pod] = field(default_factory=dict)  # a preemption plan's victims so far
+    pdb_violations: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,10 +124,11 @@ class GroupCycle:
         with the group's timeout when members outside this cycle may still come) to their binding
         cycles, and members that did not fit individually are retried on their own.
 
-        With a topology constraint (``gang.topology_key``) the whole placement is tried in each
-        domain of that node label and made in the one where the gang fits tightest (the least
-        free CPU left, which packs accelerators and keeps whole domains free for the next gang).
-        Without one, a gang that does not fit may preempt (:meth:`_preempt_for_group`).
+        With topology levels (:mod:`~custom_scheduler.framework.gang_topology`) the whole
+        placement is tried in each domain of the tightest level first, climbing only when no
+        domain of a level holds the gang, and made in the one where it fits with the least free
+        CPU left (packing keeps whole domains free for the next gang). A gang that does not fit
+        may preempt, inside one domain (:meth:`_preempt_in_domains`).
         """
         members = [first, *self.queue.take_members(lambda p: p.uid != first.pod.uid and gang.group_of(p) == group)]
         members = [m for m in members if not self._skip(m)]
@@ -128,9 +136,10 @@ class GroupCycle:
         cycle = self.queue.scheduling_cycle
         a = _Attempt(fwk, gang, group, first, members, cycle, start)
         self.cache.update_snapshot(self.snapshot)
-        trial, verdict, key = self._place(a)
-        if verdict.code is Code.UNSCHEDULABLE and members and trial.fits and not key:
-            plan = None if self._ongoing_preemption(a) else self._preempt_for_group(a, trial)
+        domains = self._topology(a)
+        trial, verdict = self._place(a, domains)
+        if verdict.code is Code.UNSCHEDULABLE and members and trial.fits and not self._ongoing_preemption(a):
+            plan = self._preempt_in_domains(a, trial, domains)
             if plan is not None:
                 return self._preempting(a, trial, plan)
         if verdict.code is Code.UNSCHEDULABLE or not members:
@@ -146,19 +155,43 @@ class GroupCycle:
             return True
         return False
 
-    def _place(self, a: _Attempt) -> tuple[_Trial, Status, str | None]:
-        """Place the members, in the best domain of the group's topology key when it has one.
-        Returns the trial, its verdict (unschedulable when no domain fits the whole gang) and the
-        topology key (None or "" without one)."""
-        key = a.gang.topology_key(a.group)
-        domain_nodes: set[str] | None = None
-        if key and a.members:
-            domain_nodes = self._best_domain(a, key)
-        trial = self._place_members(a, domain_nodes)
-        verdict = trial.verdict
-        if key and domain_nodes is None:
-            verdict = Status(Code.UNSCHEDULABLE, (f"no {key} domain fits the whole pod group",), verdict.plugin)
-        return trial, verdict, key
+    def _topology(self, a: _Attempt) -> topo.Plan:
+        """The domains the group may be placed in, tightest first; the nodes of its members
+        already placed (bound or assumed: both are in the snapshot) pin it to their domain."""
+        g = a.gang
+        req = g.topology_request(a.group) if isinstance(g, topo.GangTopology) else None
+        if req is None:
+            key = g.topology_key(a.group)
+            req = topo.TopologyRequest((), key) if key else None
+        if req is None or not a.members:
+            return topo.UNCONSTRAINED
+        nodes = [(ni.name, ni.node.labels) for ni in self.snapshot.node_list if ni.node is not None]
+        pinned = {
+            ni.name
+            for ni in self.snapshot.node_list
+            for p in ni.pods.values()
+            if p.pod_group and f"{p.namespace}/{p.pod_group}" == a.name and g.group_of(p) == a.group
+        }
+        return topo.plan(req, nodes, pinned)
+
+    def _place(self, a: _Attempt, domains: topo.Plan) -> tuple[_Trial, Status]:
+        """Place the members: anywhere without topology, else in the best domain
+        (:meth:`_best_domain`). The verdict is unschedulable when no domain holds the gang."""
+        if not domains.constrained:
+            trial = self._place_members(a, None)
+            return trial, trial.verdict
+        levels = " < ".join(t.level or "anywhere" for t in domains.tiers)
+        if domains.empty:
+            why = f"no topology domain ({levels}) can hold it: {domains.note}"
+            return _Trial(untried=list(a.members)), Status(Code.UNSCHEDULABLE, (why,), a.gang.name)
+        chosen, tried, failed = self._best_domain(a, domains)
+        if chosen is None:
+            why = f"it fits in no single topology domain ({levels}; {tried} domain(s) tried)"
+            trial = _Trial(untried=list(a.members), fits=failed.fits)
+            return trial, Status(Code.UNSCHEDULABLE, (why,), a.gang.name)
+        trial = self._place_members(a, set(chosen.domain.nodes))
+        trial.note = topo.explain(chosen, tried)
+        return trial, trial.verdict
 
     def _reject(self, a: _Attempt, trial: _Trial, verdict: Status) -> Decision:
         """The gang cannot be placed: revert every assumption and fail every member with the
@@ -169,7 +202,7 @@ class GroupCycle:
             # The verdict counts members placed and still to try; say what became of the others.
             message += f"; {len(trial.failed)} member(s) fit no node: {trial.failed[0][1]}"
         for qpi in a.members:
-            qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, verdict.plugin or "GangScheduling"}
+            qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, verdict.plugin or a.gang.name}
             self._fail_member(a.fwk, qpi, a.cycle, "Unschedulable", message)
         a.gang.group_attempted(a.group, "unschedulable", message, [])
         self.observer.group_attempt(a.fwk.profile_name, "unschedulable", self.clock() - a.start)
@@ -194,7 +227,7 @@ class GroupCycle:
                 failed.append((qpi, st.message or "permit rejected the pod"))
                 continue
             committed.append((assumed, node))
-            d = Decision(assumed.key, "waiting" if waiting else "scheduled", node, uid=assumed.uid)
+            d = Decision(assumed.key, "waiting" if waiting else "scheduled", node, trial.note, uid=assumed.uid)
             d.schedule = trial.results.get(assumed.uid)
             decisions[assumed.uid] = d
             # Each member's binding cycle logs as that member, not as the pod that was popped.
@@ -208,7 +241,7 @@ class GroupCycle:
             self.queue.add_backoff(qpi)
             self.queue.done(qpi.pod.uid)
         outcome = "waiting" if waiting else "scheduled"
-        a.gang.group_attempted(a.group, outcome, verdict.message, committed)
+        a.gang.group_attempted(a.group, outcome, trial.note or verdict.message, committed)
         self.observer.group_attempt(fwk.profile_name, outcome, self.clock() - a.start)
         return self._decisions(a.first, decisions)
 
@@ -225,7 +258,7 @@ class GroupCycle:
         nominated = {qpi.pod.uid: node for qpi, node, _ in plan}
         message = f"pod group {a.name} is waiting for the preemption of {evicted} pod(s)"
         for qpi in a.members:
-            qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, "DefaultPreemption"}
+            qpi.unschedulable_plugins = {*qpi.unschedulable_plugins, *(p.name for p in a.fwk.post_filter)}
             with structlog.contextvars.bound_contextvars(pod=qpi.pod.key, uid=qpi.pod.uid, attempt=qpi.attempts):
                 self.fail(a.fwk, qpi, a.cycle, "Unschedulable", message, nominated=nominated.get(qpi.pod.uid))
         a.gang.group_attempted(a.group, "waiting_on_preemption", message, [])
@@ -311,37 +344,88 @@ class GroupCycle:
         trial.placed.clear()
         self.cache.update_snapshot(self.snapshot)
 
-    def _best_domain(self, a: _Attempt, key: str) -> set[str] | None:
-        """The nodes of the ``key`` domain where the whole gang fits with the least CPU left
-        over (ties: the domain's name), found by dry-run placements that are reverted; None when
-        it fits in no domain."""
-        domains: dict[str, set[str]] = {}
-        for ni in self.snapshot.node_list:
-            value = ni.node.labels.get(key) if ni.node is not None else None
-            if value is not None:
-                domains.setdefault(value, set()).add(ni.name)
-        best: tuple[float, str] | None = None
-        chosen: set[str] | None = None
-        for value in sorted(domains):
-            names = domains[value]
-            trial = self._place_members(a, names)
-            if trial.verdict.code is not Code.UNSCHEDULABLE and trial.placed:
-                free = self._free_cpu(names)
-                if best is None or (free, value) < best:
-                    best, chosen = (free, value), names
-            self._revert(a.fwk, trial)
-            for qpi in a.members:
-                qpi.unschedulable_plugins = set()
-        return chosen
+    def _best_domain(self, a: _Attempt, domains: topo.Plan) -> tuple[topo.DomainTrial | None, int, _Trial]:
+        """Dry-run the gang in the domains, tier by tier (tightest first), stopping at the first
+        tier where some domain holds every member; the best by
+        :meth:`~custom_scheduler.framework.gang_topology.DomainTrial.rank`. Returns it (None: no
+        domain reaches the quorum), how many domains were considered, and a trial carrying the
+        members' fit errors (what a preemption needs); the members keep the plugins that rejected
+        them in any dry run (their requeue hints).
 
-    def _free_cpu(self, names: set[str]) -> float:
-        """The CPU left unrequested on these nodes of the snapshot."""
-        free = 0.0
+        Within a tier the domains are tried from the least free CPU up: a placement of every
+        member leaves ``free - their requests``, so the first domain that holds them all is the
+        tightest fit of the tier and the rest need no dry run."""
+        feasible: list[topo.DomainTrial] = []
+        tried = 0
+        failed = _Trial()
+        plugins: dict[str, set[str]] = {}
+        need = self._quorum_needs(a)
+        for i, tier in enumerate(domains.tiers):
+            free = {d.value: self._free(d.nodes) for d in tier.domains}
+            for d in sorted(tier.domains, key=lambda d: (free[d.value][0], d.value)):
+                tried += 1
+                small = any(f < want for f, want in zip(free[d.value], need, strict=True))
+                if small and failed.fits:
+                    # Cannot hold the quorum's requests: no dry run (PreFilter) for it. (The first
+                    # such domain is dry-run all the same when none was before: its fit errors are
+                    # the members' requeue hints and a preemption's starting point.)
+                    continue
+                got = self._dry_run(a, i, d, failed, plugins)
+                if got is not None:
+                    feasible.append(got)
+                    if got.all_fit:
+                        break
+            if any(t.all_fit for t in feasible):
+                break
+        chosen = topo.choose(feasible)
+        if chosen is None:  # the members wait for what rejected them anywhere (requeue hints)
+            for qpi in a.members:
+                qpi.unschedulable_plugins = plugins.get(qpi.pod.uid, set())
+        return chosen, tried, failed
+
+    def _dry_run(
+        self, a: _Attempt, tier: int, d: topo.Domain, failed: _Trial, plugins: dict[str, set[str]]
+    ) -> topo.DomainTrial | None:
+        """Place the gang in ``d`` and revert: the result when it reaches the quorum; the fit
+        errors go to ``failed`` and the rejecting plugins to ``plugins``."""
+        trial = self._place_members(a, set(d.nodes))
+        got = None
+        if trial.verdict.code is not Code.UNSCHEDULABLE and trial.placed:
+            all_fit = not trial.failed and not trial.untried
+            got = topo.DomainTrial(tier, d, len(trial.placed), all_fit, self._free(d.nodes)[0])
+        failed.fits.update(trial.fits)
+        self._revert(a.fwk, trial)
+        for qpi in a.members:
+            plugins.setdefault(qpi.pod.uid, set()).update(qpi.unschedulable_plugins)
+            qpi.unschedulable_plugins = set()
+        return got
+
+    def _free(self, names: frozenset[str]) -> tuple[float, float]:
+        """The CPU and memory left unrequested on these nodes of the snapshot."""
+        cpu = mem = 0.0
         for n in names:
             info = self.snapshot.get(n)
             if info is not None and info.node is not None:
-                free += max(0, info.node.allocatable.get("cpu") - info.requested.get("cpu"))
-        return free
+                cpu += max(0, info.node.allocatable.get("cpu") - info.requested.get("cpu"))
+                mem += max(0, info.node.allocatable.get("memory") - info.requested.get("memory"))
+        return cpu, mem
+
+    def _quorum_needs(self, a: _Attempt) -> tuple[float, float]:
+        """The CPU and memory the fewest members that satisfy the group would request (the
+        smallest ones): a domain with less free cannot hold the gang, whatever the plugins say."""
+        size = len(a.members)
+        k = next(
+            (
+                k
+                for k in range(size + 1)
+                if a.gang.placement_feasible(a.group, cycle_size=size, tried=size, placed=k).code
+                is not Code.UNSCHEDULABLE
+            ),
+            size,
+        )
+        cpus = sorted(m.pod.requests.get("cpu") for m in a.members)[:k]
+        mems = sorted(m.pod.requests.get("memory") for m in a.members)[:k]
+        return float(sum(cpus)), float(sum(mems))
 
     # -- preemption -----------------------------------------------------------------------------
     def _ongoing_preemption(self, a: _Attempt) -> bool:
@@ -364,15 +448,43 @@ class GroupCycle:
                 return True
         return False
 
-    def _preempt_for_group(self, a: _Attempt, trial: _Trial) -> Plan | None:
+    def _preempt_in_domains(self, a: _Attempt, trial: _Trial, domains: topo.Plan) -> Plan | None:
+        """Job-level preemption: the plan of :meth:`_preempt_for_group` in the domain where it
+        disrupts least (:data:`Cost`), every domain of every tier dry-run; without topology, the
+        plan over the whole cluster. The members' requeue hints are kept as the placement left them."""
+        if not a.fwk.post_filter:
+            return None
+        if not domains.constrained:
+            got = self._preempt_for_group(a, trial, None)
+            return got[0] if got is not None else None
+        hints = {qpi.pod.uid: set(qpi.unschedulable_plugins) for qpi in a.members}
+        best: tuple[Cost, Plan] | None = None
+        for i, tier in enumerate(domains.tiers):
+            for d in tier.domains:
+                placed = self._place_members(a, set(d.nodes))
+                try:
+                    got = self._preempt_for_group(a, placed, d.nodes)
+                finally:
+                    self._revert(a.fwk, placed)
+                if got is not None and (best is None or (*got[1], i, d.value) < best[0]):
+                    best = ((*got[1], i, d.value), got[0])
+        for qpi in a.members:
+            qpi.unschedulable_plugins = hints[qpi.pod.uid]
+        return best[1] if best is not None else None
+
+    def _preempt_for_group(
+        self, a: _Attempt, trial: _Trial, only: frozenset[str] | None
+    ) -> tuple[Plan, tuple[int, int, int]] | None:
         """Gang-aware preemption: would the *whole* gang fit if PostFilter's victims were gone?
 
         With the members that fit still assumed, every other member in turn asks PostFilter for
-        a node and victims (pods, and whole PodGroups with ``disruptionMode: all``: 1.37's
-        workload-aware preemption), which are held out of the cache, and the member is assumed on
-        that node, so later members see both. Only when the gang is then
-        feasible is the plan returned (member, node, victims); either way every assumption made
-        here is undone and the held pods are put back: the caller evicts and nominates.
+        a node (among ``only`` when given) and victims (pods, and whole PodGroups with
+        ``disruptionMode: all``: 1.37's workload-aware preemption; whole gangs with job-level
+        preemption), which are held out of the cache, and the member is assumed on that node, so
+        later members see both. Only when the gang is then feasible is the plan returned (member,
+        node, victims) with its disruption (highest victim priority, victims, PDB violations);
+        either way every assumption made here is undone and the held pods are put back: the
+        caller evicts and nominates.
         """
         fwk = a.fwk
         if not fwk.post_filter:
@@ -385,7 +497,7 @@ class GroupCycle:
             for qpi in a.members:
                 if qpi.pod.uid in placed_uids:
                     continue
-                step = self._preempt_member(a, qpi, extra)
+                step = self._preempt_member(a, qpi, extra, only)
                 if step is None:
                     ok = False
                     break
@@ -399,16 +511,21 @@ class GroupCycle:
             self._revert(fwk, extra)
             self.cache.restore_held()
             self.cache.update_snapshot(self.snapshot)
-        return plan if ok else None
+        if not ok:
+            return None
+        victims = extra.victims.values()
+        return plan, (max((v.priority for v in victims), default=0), len(extra.victims), extra.pdb_violations)
 
     def _preempt_member(
-        self, a: _Attempt, qpi: QueuedPodInfo, extra: _Trial
+        self, a: _Attempt, qpi: QueuedPodInfo, extra: _Trial, only: frozenset[str] | None
     ) -> tuple[QueuedPodInfo, str, tuple[Pod, ...]] | None:
         """Place one member for :meth:`_preempt_for_group`: where it fits, or where PostFilter
-        would make room (its victims held out of the cache). The member
-        stays assumed on ``extra``; None when it fits nowhere even so."""
+        would make room (its victims, as units, held out of the cache). The member stays assumed
+        on ``extra``; None when it fits nowhere even so."""
         fwk, pod = a.fwk, qpi.pod
         state = self.new_state()
+        if only is not None:
+            state.restrict_nodes(only)
         victims: tuple[Pod, ...] = ()
         try:
             result = self.algorithm.schedule(fwk, state, pod, self.snapshot, self.nominator.by_node())
@@ -418,8 +535,11 @@ class GroupCycle:
             if not (post.status.is_success and post.nominated_node_name):
                 return None
             node = post.nominated_node_name
+            new = self._units(a, pod, post.victims, post.num_pdb_violations, extra)
+            if new is None:
+                return None
             # A victim PodGroup with disruptionMode all is already whole in PostFilter's result.
-            victims = tuple(self.cache.hold_out(post.victims))
+            victims = tuple(self.cache.hold_out(new))
             self.cache.update_snapshot(self.snapshot)
         except (FrameworkError, RuntimeError):
             # A plugin failed on this member: no plan can be trusted, so the group preempts
@@ -432,3 +552,21 @@ class GroupCycle:
             return None
         self.cache.update_snapshot(self.snapshot)
         return qpi, node, victims
+
+    def _units(
+        self, a: _Attempt, pod: Pod, victims: tuple[Pod, ...], pdb_violations: int, extra: _Trial
+    ) -> list[Pod] | None:
+        """PostFilter's victims for one member, widened to units by the gang plugin (job-level
+        preemption: no victim gang keeps part of its core); the new ones to hold out, recorded
+        with their PDB cost on ``extra``. None: a victim gang cannot be taken whole."""
+        if not isinstance(a.gang, topo.GangTopology):
+            extra.victims.update((v.uid, v) for v in victims)
+            extra.pdb_violations += pdb_violations
+            return list(victims)
+        got = a.gang.job_victims(a.group, pod, [*extra.victims.values(), *victims])
+        if got is None:
+            return None
+        new = [v for v in got.pods if v.uid not in extra.victims]
+        extra.victims.update((v.uid, v) for v in got.pods)
+        extra.pdb_violations = got.pdb_violations
+        return new

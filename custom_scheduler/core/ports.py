@@ -21,11 +21,13 @@ provide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+from custom_scheduler.framework.cluster_events import ClusterEvent
 
 Clock = Callable[[], float]
 
@@ -44,10 +46,10 @@ class QueuePort(Protocol):
 
     def move_all_to_active_or_backoff(
         self,
-        event: str,
+        event: ClusterEvent,
+        old: Any = None,
+        new: Any = None,
         pre_check: Callable[[Pod], bool] | None = None,
-        *,
-        plugins: Collection[str] | None = None,
     ) -> int: ...
 
     def activate(self, pods: Sequence[Pod]) -> int: ...
@@ -148,3 +150,17 @@ class Observer:
 
     def group_attempt(self, profile: str, result: str, seconds: float) -> None:
         """One PodGroup scheduling attempt (``scheduler_podgroup_schedule_attempts_total``)."""
+
+
+class Hints(Protocol):
+    """The queueing hints of the pods' profiles, as the scheduling queue asks them (under its lock:
+    cheap, and never calling the queue); :class:`~custom_scheduler.core.assembly.QueueHooks`
+    forwards them to the scheduler's profiles."""
+
+    def interested(self, event: ClusterEvent) -> Callable[[str], bool]:
+        """Which rejecting plugins ``event`` may concern (a name no profile knows counts)."""
+        ...
+
+    def worth(self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """Whether ``event`` may make ``qpi`` (rejected by its ``unschedulable_plugins``) schedulable."""
+        ...

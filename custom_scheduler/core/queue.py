@@ -10,10 +10,11 @@ known to the queue is in exactly one of four places:
 - **backoffQ** (:mod:`~custom_scheduler.core.backoff_queue`), a heap ordered by backoff expiry,
   ``timestamp + min(initial * 2**(attempts-1), max)``. Pods move to activeQ once it expires.
 - **unschedulable** (:mod:`~custom_scheduler.core.unschedulable_pods`), a map: pods rejected by
-  plugins, waiting for a cluster event that may help (:meth:`SchedulingQueue.move_all_to_active_or_backoff`),
-  a change to themselves (:meth:`SchedulingQueue.update`), or ``max_in_unschedulable`` seconds
-  (5 min) to pass. Pods that PreEnqueue rejected wait here too, flagged ``gated`` and reported
-  apart (``queue="gated"``).
+  plugins, waiting for a cluster event that may help (:meth:`SchedulingQueue.move_all_to_active_or_backoff`:
+  the rejecting plugins' queueing hints decide, see :class:`~custom_scheduler.core.ports.Hints`),
+  a change to themselves that their hints accept (:meth:`SchedulingQueue.update`), or
+  ``max_in_unschedulable`` seconds (5 min) to pass. Pods that PreEnqueue rejected wait here too,
+  flagged ``gated`` and reported apart (``queue="gated"``).
 - **in flight** (kept by activeQ, as upstream): popped by the scheduling thread and not yet
   ``done``. Updates and deletes that arrive meanwhile are recorded and applied when the pod is
   requeued.
@@ -34,9 +35,10 @@ too, kubernetes#124384); its update runs PreEnqueue again and, once it passes, s
 activeQ. Pods gated by other PreEnqueue plugins move on events like any unschedulable pod, and the
 move runs PreEnqueue again.
 
-The move-request rule avoids losing events: a cluster event that arrives while a pod is being
-scheduled (``move_request_cycle >= the pod's cycle``) might have made it schedulable, so such a pod
-goes to backoffQ rather than waiting in unschedulable for an event that already happened.
+In-flight events avoid losing events: a cluster event that arrives while a pod is being scheduled
+is kept, and if the attempt fails the pod's hints are asked about each such event; if one may have
+helped, the pod goes to backoffQ rather than waiting in unschedulable for an event that already
+happened (upstream's ``determineSchedulingHintForInFlightPod``).
 
 Thread safety: one lock guards everything (the sub-queue classes have none: a pod moving between
 them is never seen in two or in none); a condition on it wakes ``pop``. Informer threads call
@@ -45,30 +47,33 @@ the requeue calls, binder threads ``done`` and ``add_backoff``. Callbacks given 
 (``less``, ``pre_check``, ``pre_enqueue``) run under the lock: they must be cheap and must not call
 the queue.
 
-Not here: nominated pods (:mod:`~custom_scheduler.core.nominator`), queueing hints, metrics export
-(``pending_counts`` and ``incoming_counts`` feed the gauges and counters).
+Not here: nominated pods (:mod:`~custom_scheduler.core.nominator`), the hints themselves (the
+plugins' ``events_to_register``, asked through :class:`~custom_scheduler.core.ports.Hints`),
+metrics export (``pending_counts`` and ``incoming_counts`` feed the gauges and counters).
 Time comes from the injected ``clock`` (seconds); only ``pop``'s timeout and the flush loop's
 period use real monotonic time, so a fake clock never stalls them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import itertools
 import threading
 import time
 from collections.abc import Callable, Collection
+from typing import Any
 
 from custom_scheduler.api import model
-from custom_scheduler.core.active_queue import ActiveQueue
+from custom_scheduler.core.active_queue import ActiveQueue, InFlight
 from custom_scheduler.core.backoff_queue import BackoffQueue
-from custom_scheduler.core.queued_pod_info import QueuedPodInfo
+from custom_scheduler.core.ports import Hints
+from custom_scheduler.core.queued_pod_info import QueuedPodInfo, may_have_become_schedulable
 from custom_scheduler.core.unschedulable_pods import SCHEDULING_GATES, UnschedulablePods, waits_for_own_update
+from custom_scheduler.framework import cluster_events as ce
 
 # Re-exported: the rest of the package reads the queue's entry and this name as ``queue.X``.
-__all__ = ["SCHEDULING_GATES", "QueuedPodInfo"]
+__all__ = ["SCHEDULING_GATES", "QueuedPodInfo", "may_have_become_schedulable"]
 
 Clock = Callable[[], float]
 PreEnqueueCheck = Callable[[model.Pod], str | None]
@@ -79,21 +84,14 @@ POD_ADD = "PodAdd"
 POD_UPDATE = "PodUpdate"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
-UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 #: The incoming event of a pod an idle scheduler took from backoffQ (upstream's ``PopFromBackoffQ``).
 POP_FROM_BACKOFF = "PopFromBackoffQ"
 
-# Cluster events the informers pass to move_all_to_active_or_backoff.
-NODE_ADD = "NodeAdd"
-NODE_UPDATE = "NodeUpdate"
-POD_DELETE = "PodDelete"
-ASSIGNED_POD_ADD = "AssignedPodAdd"
-ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
-ASSIGNED_POD_DELETE = "AssignedPodDelete"
 # PreEnqueue plugins changed (config reload): gated pods are checked again.
 PRE_ENQUEUE_CHANGED = "PreEnqueueChanged"
 # A plugin asked for these pods (Handle.activate), or a hold on them ended.
-FORCE_ACTIVATE = "ForceActivate"
+FORCE_ACTIVATE = ce.FORCE_ACTIVATE.label
+UNSCHEDULABLE_TIMEOUT = ce.UNSCHEDULABLE_TIMEOUT.label
 
 BACKOFF_FLUSH_INTERVAL = 1.0
 LEFTOVER_FLUSH_INTERVAL = 30.0
@@ -109,24 +107,6 @@ class SubQueue(enum.StrEnum):
     """In the unschedulable map, held back by PreEnqueue (``QueuedPodInfo.gated``); reported apart."""
 
 
-# Fields that change without the pod's scheduling requirements changing (status and bookkeeping);
-# everything else in model.Pod is spec or metadata, which kube-scheduler's isPodUpdated compares.
-_STATUS_FIELDS = frozenset(
-    {"resource_version", "phase", "start_time", "nominated_node_name", "scheduled_condition", "disruption_target"}
-)
-_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(model.Pod) if f.name not in _STATUS_FIELDS)
-
-
-def spec_signature(pod: model.Pod) -> tuple[object, ...]:
-    """The values of every field of ``pod`` that can affect where (or whether) it schedules."""
-    return tuple(getattr(pod, name) for name in _SPEC_FIELDS)
-
-
-def may_have_become_schedulable(old: model.Pod, new: model.Pod) -> bool:
-    """Whether ``new`` differs from ``old`` in more than status and resourceVersion."""
-    return spec_signature(old) != spec_signature(new)
-
-
 class SchedulingQueue:
     """kube-scheduler's priority queue with backoff and unschedulable pods, for threads.
 
@@ -140,6 +120,7 @@ class SchedulingQueue:
             retries it anyway (podMaxInUnschedulablePodsDuration).
         pre_enqueue: the PreEnqueue check run before a pod enters activeQ (see the module
             docstring); None lets every pod in, as a profile without PreEnqueue plugins does.
+        hints: the plugins' queueing hints; None retries every rejected pod on every event.
     """
 
     def __init__(
@@ -152,8 +133,10 @@ class SchedulingQueue:
         max_in_unschedulable: float = 300.0,
         pre_enqueue: PreEnqueueCheck | None = None,
         pop_from_backoff: bool = True,
+        hints: Hints | None = None,
     ) -> None:
         self._pre_enqueue = pre_enqueue
+        self._hints = hints
         # SchedulerPopFromBackoffQ (beta, on since 1.33): an idle scheduler tries a backing-off pod
         # now rather than waiting for its timer.
         self._pop_from_backoff = pop_from_backoff
@@ -192,7 +175,9 @@ class SchedulingQueue:
         """Replace a known pod's object with its newer version.
 
         In activeQ its position is recomputed; in backoffQ it stays until its backoff ends; in
-        unschedulable it moves to backoffQ or activeQ if its spec changed (status-only and
+        unschedulable it moves to backoffQ or activeQ if its spec changed in a way one of its
+        rejecting plugins' hints accepts (the ``TargetPod`` events of
+        :func:`~custom_scheduler.framework.cluster_events.pod_changes`; status-only and
         resourceVersion changes leave it there); a gated pod whose spec changed goes through
         PreEnqueue again and, if it passes, straight to activeQ; in flight the version is kept for
         the requeue. A pod the queue does not know is added to activeQ (after PreEnqueue), as
@@ -212,6 +197,8 @@ class SchedulingQueue:
         old, qpi.pod = qpi.pod, pod
         if not may_have_become_schedulable(old, pod):
             return True
+        if not qpi.gated and not any(self._worth(qpi, e, old, pod) for e in ce.pod_changes(old, pod, target=True)):
+            return True  # updated in place: no rejecting plugin cares about this change
         if qpi.gated:
             # Only PreEnqueue held it back, so only PreEnqueue decides; still rejected, it stays
             # where it is (same timestamp, not counted as entering again).
@@ -236,25 +223,36 @@ class SchedulingQueue:
 
     def move_all_to_active_or_backoff(
         self,
-        event: str,
+        event: ce.ClusterEvent,
+        old: Any = None,
+        new: Any = None,
         pre_check: Callable[[model.Pod], bool] | None = None,
-        *,
-        plugins: Collection[str] | None = None,
     ) -> int:
-        """A cluster event may have made unschedulable pods schedulable: retry them.
+        """A cluster event (``old`` -> ``new``; old None on an add, new None on a delete) may have
+        made unschedulable pods schedulable: retry those it may help.
 
-        Moves each unschedulable pod for which ``pre_check(pod)`` holds (all when None) and, when
-        ``plugins`` is given, that was rejected by one of them (v1.22+ EventsToRegister; pods with
-        no recorded plugin always move) to backoffQ if still backing off, else to activeQ (through
-        PreEnqueue, which may gate it). Pods gated by SchedulingGates never move. Records the move
-        request that :meth:`add_unschedulable_if_not_present` checks. Returns how many pods were
-        taken out of unschedulable (a gated pod that PreEnqueue rejects again is put back, and
-        counts).
+        A pod moves when ``pre_check(pod)`` holds (when given) and a rejecting plugin's hint for
+        the event says QUEUE (pods with no recorded plugin always move): to backoffQ if still
+        backing off, else to activeQ (through PreEnqueue, which may gate it). Pods gated by
+        SchedulingGates never move. The event is also kept for the pods in flight (see the
+        module docstring). Returns how many pods were taken out of unschedulable (a gated pod
+        that PreEnqueue rejects again is put back, and counts).
         """
         with self._lock:
-            moving = self._unschedulable.movable(plugins, pre_check)
-            self._move_all_locked(moving, event)
+            self._active.record_event(event, old, new)
+            interested = None if self._hints is None or event.is_wildcard else self._hints.interested(event)
+            moving = [
+                qpi
+                for qpi in self._unschedulable.candidates(interested, pre_check)
+                if self._worth(qpi, event, old, new)
+            ]
+            self._move_all_locked(moving, event.label)
             return len(moving)
+
+    def _worth(self, qpi: QueuedPodInfo, event: ce.ClusterEvent, old: Any, new: Any) -> bool:
+        if event.is_wildcard and isinstance(new, model.Pod):
+            return new.uid == qpi.uid  # a wildcard aimed at one pod (an activation in flight)
+        return self._hints is None or self._hints.worth(qpi, event, old, new)
 
     # -- scheduling thread side -----------------------------------------------------------------
     def pop(self, timeout: float | None = None) -> QueuedPodInfo | None:
@@ -293,11 +291,11 @@ class SchedulingQueue:
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, pod_scheduling_cycle: int) -> SubQueue | None:
         """Requeue a pod that plugins rejected in the cycle ``pod_scheduling_cycle``.
 
-        It waits in unschedulable, unless a move request arrived during or after that cycle, it
-        was updated in a way that matters while in flight, or no rejecting plugin is recorded; then
-        it goes to backoffQ (activeQ if its backoff is already over, or GATED if PreEnqueue then
-        rejects it). Returns where it went, or None if it was deleted while in flight or is
-        already queued.
+        It waits in unschedulable, unless an event that arrived during its attempt may have helped
+        it (its hints say so), it was updated in a way that matters while in flight, or no
+        rejecting plugin is recorded; then it goes to backoffQ (activeQ if its backoff is already
+        over, or GATED if PreEnqueue then rejects it). Returns where it went, or None if it was
+        deleted while in flight or is already queued.
         """
         with self._lock:
             return self._requeue_locked(qpi, pod_scheduling_cycle)
@@ -310,6 +308,8 @@ class SchedulingQueue:
     def _requeue_locked(self, qpi: QueuedPodInfo, cycle: int | None) -> SubQueue | None:
         uid = qpi.uid
         changed = False
+        flight = self._active.get_flight(uid)
+        missed = cycle is not None and qpi.unschedulable_plugins and flight is not None and self._missed(qpi, flight)
         if (flight := self._active.end_flight(uid)) is not None:
             if flight.deleted:
                 return None
@@ -319,11 +319,15 @@ class SchedulingQueue:
         if self._contains_locked(uid):
             return None
         qpi.timestamp = self._clock()
-        if cycle is not None and qpi.unschedulable_plugins and self._active.move_request_cycle < cycle and not changed:
+        if cycle is not None and qpi.unschedulable_plugins and not missed and not changed:
             qpi.gating_plugin = ""
             self._unschedulable.add(qpi, SCHEDULE_ATTEMPT_FAILURE)
             return SubQueue.UNSCHEDULABLE
         return self._move_locked(qpi, SCHEDULE_ATTEMPT_FAILURE)
+
+    def _missed(self, qpi: QueuedPodInfo, flight: InFlight) -> bool:
+        """Whether an event that arrived during ``qpi``'s attempt may have helped it."""
+        return any(self._worth(qpi, ev, old, new) for _, ev, old, new in self._active.events_during(flight))
 
     # -- flushes --------------------------------------------------------------------------------
     def flush_backoff_completed(self) -> int:
@@ -376,7 +380,6 @@ class SchedulingQueue:
         for qpi in moving:
             self._unschedulable.remove(qpi.uid)
             self._move_locked(qpi, event)
-        self._active.note_move_request()
 
     def _move_locked(self, qpi: QueuedPodInfo, event: str) -> SubQueue:
         """A pod in no sub-queue goes to backoffQ while backing off, else towards activeQ."""
@@ -403,6 +406,8 @@ class SchedulingQueue:
         qpi.gating_plugin = gate or ""
         if gate:
             qpi.unschedulable_plugins.add(gate)
+            if qpi.uid in self._unschedulable:
+                self._unschedulable.reindex(qpi)
         return not gate
 
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
@@ -456,6 +461,10 @@ class SchedulingQueue:
         with self._lock:
             moved = 0
             for pod in pods:
+                if self._active.get_flight(pod.uid) is not None:
+                    # Being tried now: if this attempt fails, the activation sends it back at once.
+                    self._active.record_event(ce.FORCE_ACTIVATE, None, pod)
+                    continue
                 qpi = self._unschedulable.get(pod.uid)
                 if qpi is not None:
                     if waits_for_own_update(qpi):
@@ -467,8 +476,6 @@ class SchedulingQueue:
                         continue
                 if self._to_active_locked(qpi, FORCE_ACTIVATE) is SubQueue.ACTIVE:
                     moved += 1
-            if moved:
-                self._active.note_move_request()
             return moved
 
     def take_members(self, match: Callable[[model.Pod], bool]) -> list[QueuedPodInfo]:

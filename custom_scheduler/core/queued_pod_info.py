@@ -8,6 +8,7 @@ re-exports it, which is where the rest of the package imports it from.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from custom_scheduler.api import model
@@ -41,3 +42,21 @@ class QueuedPodInfo:
     def gated(self) -> bool:
         """Held back by PreEnqueue (kube-scheduler's ``Gated``): never popped until it passes."""
         return bool(self.gating_plugin)
+
+
+# Fields that change without the pod's scheduling requirements changing (status and bookkeeping);
+# everything else in model.Pod is spec or metadata, which kube-scheduler's isPodUpdated compares.
+_STATUS_FIELDS = frozenset(
+    {"resource_version", "phase", "start_time", "nominated_node_name", "scheduled_condition", "disruption_target"}
+)
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(model.Pod) if f.name not in _STATUS_FIELDS)
+
+
+def spec_signature(pod: model.Pod) -> tuple[object, ...]:
+    """The values of every field of ``pod`` that can affect where (or whether) it schedules."""
+    return tuple(getattr(pod, name) for name in _SPEC_FIELDS)
+
+
+def may_have_become_schedulable(old: model.Pod, new: model.Pod) -> bool:
+    """Whether ``new`` differs from ``old`` in more than status and resourceVersion."""
+    return spec_signature(old) != spec_signature(new)

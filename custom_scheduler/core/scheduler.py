@@ -29,11 +29,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
 
 from custom_scheduler.api.model import Node, Pod
-from custom_scheduler.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from custom_scheduler.core import queue as q
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.binding import BindingCycle, Executor, PoolExecutor
@@ -41,6 +41,7 @@ from custom_scheduler.core.cache import Cache
 from custom_scheduler.core.cycle import Decision, SchedulingCycle
 from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import Clock, EventSink, Observer
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.evictor import Evictor
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.interface import QueueSortPlugin
@@ -51,8 +52,6 @@ log = structlog.get_logger("custom_scheduler.scheduler")
 
 #: PreEnqueue's answer for a pod whose preemption's API calls are still being sent.
 RUNNING_PREEMPTION = "DefaultPreemption"
-#: The plugin whose rejections a scale-down may undo (core names plugins as strings, never imports them).
-FIT_PLUGIN = "NodeResourcesFit"
 
 __all__ = ["Decision", "Observer", "Scheduler"]
 
@@ -78,6 +77,7 @@ class Scheduler:
         confirm: Callable[[Pod, str], None] | None = None,
         rng: random.Random | None = None,
         clock: Clock = time.monotonic,
+        batching: bool = True,
     ) -> None:
         self.cache = cache
         self.queue = queue
@@ -112,8 +112,10 @@ class Scheduler:
             clock=clock,
             on_decision=on_decision,
             snapshot=snapshot,
+            batching=batching,
         )
         self._queue_sort = _queue_sort_of(profiles)
+        self._interest: dict[ce.ClusterEvent, Callable[[str], bool]] = {}
 
     # The cycle owns these; the composition root swaps profiles on a config reload.
     @property
@@ -124,6 +126,8 @@ class Scheduler:
     def profiles(self, value: Mapping[str, Framework]) -> None:
         self.cycle.profiles = dict(value)  # one reference swap: a cycle sees the old or the new set
         self._queue_sort = _queue_sort_of(value)
+        self._interest = {}  # the new plugins' registrations
+        self.cycle.batches.clear()  # rankings made with the old plugins
 
     @property
     def algorithm(self) -> Algorithm:
@@ -177,12 +181,34 @@ class Scheduler:
             self.nominator.remove(preemptor)
         self.queue.release_gated([preemptor.uid])
 
-    # -- informer sinks ---------------------------------------------------------------------------
+    # -- queueing hints (the queue's Hints, through assembly.QueueHooks) -----------------------------
+    def hints_interested(self, event: ce.ClusterEvent) -> Callable[[str], bool]:
+        """The rejecting plugins ``event`` may concern in any profile: those registering a
+        matching event or nothing at all, and names no profile knows (an extender's). Cached per
+        event until the profiles change."""
+        found = self._interest.get(event)
+        if found is None:
+            names: set[str] = set()
+            known: set[str] = set()
+            for fwk in self.profiles.values():
+                names |= fwk.requeue.interested(event)
+                known |= fwk.requeue.plugins
+            found = self._interest[event] = lambda p: p in names or p not in known
+        return found
+
+    def hints_worth(self, qpi: q.QueuedPodInfo, event: ce.ClusterEvent, old: Any, new: Any) -> bool:
+        """Ask the pod's profile's rejecting plugins (a pod of no profile always moves)."""
+        fwk = self.profiles.get(qpi.pod.scheduler_name)
+        if fwk is None:
+            return True
+        return fwk.requeue.worth_requeuing(qpi.pod, qpi.unschedulable_plugins, event, old, new)
+
+    # -- informer sinks (upstream's eventhandlers.go: which cluster event each change is) -----------
     def on_pod_add(self, pod: Pod) -> None:
         if pod.node_name:
             self.cache.add_pod(pod)
             self.nominator.remove(pod)
-            self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _may_need_other_pods)
+            self.queue.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, pod)
         elif self.responsible_for(pod):
             if pod.nominated_node_name:
                 self.nominator.add(pod, pod.nominated_node_name)
@@ -195,11 +221,10 @@ class Scheduler:
                 # Bound (by us, confirmed; or by someone else): leaves the queue, enters the cache.
                 self.queue.delete(new)
                 self.nominator.remove(new)
-                self.queue.move_all_to_active_or_backoff("AssignedPodAdd", _may_need_other_pods)
-            if old.labels != new.labels:
-                self.queue.move_all_to_active_or_backoff("AssignedPodUpdate")
-            if old.node_name:
-                self._requeue_after_scale_down(old, new)
+                self.queue.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, new)
+                return
+            for event in ce.pod_changes(old, new, target=False):
+                self.queue.move_all_to_active_or_backoff(event, old, new)
         elif self.responsible_for(new):
             if self.cache.is_assumed(new.uid):
                 return  # our bind is in flight; the watch has not caught up yet
@@ -211,46 +236,39 @@ class Scheduler:
                 # nomination whose status patch has not landed yet.
                 self.nominator.remove(new)
             self.queue.update(new)
-
-    def _requeue_after_scale_down(self, old: Pod, new: Pod) -> None:
-        """An assigned pod counts less than before (an in-place resize down, counted once the
-        kubelet reports it actuated: ``compute_requests`` takes the max of spec and status): room
-        freed on its node, as a deletion would. Upstream's AssignedPodUpdate/UpdatePodScaleDown,
-        which only NodeResourcesFit registers for; its hint requeues a pod that requests one of
-        the lowered resources."""
-        lowered = _lowered_resources(old, new)
-        if lowered:
-            self.queue.move_all_to_active_or_backoff(
-                q.ASSIGNED_POD_UPDATE,
-                lambda p: any(p.requests.get(r) > 0 for r in lowered),
-                plugins={FIT_PLUGIN},
-            )
+            if old.nominated_node_name and old.nominated_node_name != new.nominated_node_name:
+                # Its old nomination held room for it against pods of lower or equal priority.
+                self._nomination_released(old)
 
     def on_pod_delete(self, pod: Pod) -> None:
         self.nominator.remove(pod)
         if pod.node_name or self.cache.get_pod(pod.uid) is not None:
             self.cache.remove_pod(pod)
-            self.queue.move_all_to_active_or_backoff("AssignedPodDelete")
+            self.queue.move_all_to_active_or_backoff(ce.ASSIGNED_POD_DELETE, pod, None)
+        elif pod.nominated_node_name:
+            self._nomination_released(pod)
         self.queue.delete(pod)
+
+    def _nomination_released(self, pod: Pod) -> None:
+        """A nominated pod let go of its node: for the pods of lower or equal priority, as if an
+        assigned pod was deleted there (upstream's getLEPriorityPreCheck)."""
+        self.queue.move_all_to_active_or_backoff(
+            ce.ASSIGNED_POD_DELETE, pod, None, lambda p: p.priority <= pod.priority
+        )
 
     def on_node_add(self, node: Node) -> None:
         self.cache.add_node(node)
-        self.queue.move_all_to_active_or_backoff("NodeAdd")
+        self.queue.move_all_to_active_or_backoff(ce.NODE_ADD, None, node)
 
     def on_node_update(self, old: Node, new: Node) -> None:
         self.cache.update_node(new)
-        # What a Filter reads of a node; a change elsewhere (status heartbeats, conditions) helps no pod.
-        if (old.allocatable, old.labels, old.taints, old.unschedulable, old.declared_features) != (
-            new.allocatable,
-            new.labels,
-            new.taints,
-            new.unschedulable,
-            new.declared_features,
-        ):
-            self.queue.move_all_to_active_or_backoff("NodeUpdate")
+        # Only what a plugin reads of a node makes an event; a heartbeat makes none.
+        for event in ce.node_changes(old, new):
+            self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def on_node_delete(self, node: Node) -> None:
         self.cache.remove_node(node.name)
+        self.queue.move_all_to_active_or_backoff(ce.NODE_DELETE, node, None)
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -299,16 +317,3 @@ class Scheduler:
 
 def _queue_sort_of(profiles: Mapping[str, Framework]) -> QueueSortPlugin | None:
     return next(iter(profiles.values())).queue_sort if profiles else None
-
-
-def _lowered_resources(old: Pod, new: Pod) -> tuple[str, ...]:
-    """The resources ``new`` requests less of than ``old`` (upstream's ``extractPodScaleDown``)."""
-    names = (CPU, MEMORY, EPHEMERAL_STORAGE, *old.requests.scalar)
-    return tuple(r for r in names if old.requests.get(r) > new.requests.get(r))
-
-
-def _may_need_other_pods(p: Pod) -> bool:
-    """An assigned pod appeared. That frees nothing, so only pods that may have failed on pod
-    affinity or topology spread can become schedulable (v1.20 narrowed AssignedPodAdd the same
-    way); moving every unschedulable pod on each bind of a burst would only churn the queue."""
-    return p.has_pod_affinity or bool(p.topology_spread_constraints)

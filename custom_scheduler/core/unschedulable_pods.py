@@ -1,8 +1,10 @@
 """The unschedulable pods: rejected pods waiting for a reason to retry (upstream's
 ``unschedulable_entities.go``).
 
-A map by uid. Pods wait here after plugins rejected them, until a cluster event that one of those
-plugins cares about (:meth:`UnschedulablePods.movable`), a change to themselves, or
+A map by uid, indexed by the plugins that rejected each pod. Pods wait here after plugins rejected
+them, until a cluster event that one of those plugins cares about (:meth:`UnschedulablePods.candidates`
+narrows to the pods whose rejecting plugins registered for it, before their hints are asked), a
+change to themselves, or
 ``max_in_unschedulable`` seconds (:meth:`UnschedulablePods.timed_out`, the leftover flush). Pods
 that PreEnqueue rejected wait here too, flagged ``gated``; those gated by SchedulingGates are
 never moved by events or by time, because only the pod's own update can remove a gate (upstream
@@ -15,7 +17,7 @@ lock around every call.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 
 from custom_scheduler.api import model
 from custom_scheduler.core.queued_pod_info import QueuedPodInfo
@@ -31,12 +33,6 @@ def waits_for_own_update(qpi: QueuedPodInfo) -> bool:
     return qpi.gating_plugin == SCHEDULING_GATES
 
 
-def _rejected_by_any(qpi: QueuedPodInfo, plugins: Collection[str] | None) -> bool:
-    if plugins is None or not qpi.unschedulable_plugins:
-        return True
-    return not qpi.unschedulable_plugins.isdisjoint(plugins)
-
-
 class UnschedulablePods:
     """The unschedulable map, gated pods included.
 
@@ -50,6 +46,9 @@ class UnschedulablePods:
         self._clock = clock
         self._max_in_unschedulable = max_in_unschedulable
         self._pods: dict[str, QueuedPodInfo] = {}
+        # uid sets by rejecting plugin ("" for pods no plugin rejected), and each uid's keys there.
+        self._by_plugin: dict[str, set[str]] = {}
+        self._keys: dict[str, tuple[str, ...]] = {}
         self.incoming: Counter[str] = Counter()
         """Pods that entered, gated or not, by event (``scheduler_queue_incoming_pods_total``)."""
 
@@ -69,10 +68,26 @@ class UnschedulablePods:
     def add(self, qpi: QueuedPodInfo, event: str) -> None:
         """Park a pod that is in no sub-queue (gated or rejected)."""
         self._pods[qpi.uid] = qpi
+        self.reindex(qpi)
         self.incoming[event] += 1
 
+    def reindex(self, qpi: QueuedPodInfo) -> None:
+        """Index ``qpi`` under its rejecting plugins (again: PreEnqueue may have added one)."""
+        self._unindex(qpi.uid)
+        keys = tuple(qpi.unschedulable_plugins) or ("",)
+        self._keys[qpi.uid] = keys
+        for plugin in keys:
+            self._by_plugin.setdefault(plugin, set()).add(qpi.uid)
+
+    def _unindex(self, uid: str) -> None:
+        for plugin in self._keys.pop(uid, ()):
+            self._by_plugin[plugin].discard(uid)
+
     def remove(self, uid: str) -> QueuedPodInfo | None:
-        return self._pods.pop(uid, None)
+        qpi = self._pods.pop(uid, None)
+        if qpi is not None:
+            self._unindex(uid)
+        return qpi
 
     def gated(self) -> list[QueuedPodInfo]:
         """The pods PreEnqueue holds back."""
@@ -81,19 +96,21 @@ class UnschedulablePods:
     def gated_count(self) -> int:
         return sum(1 for qpi in self._pods.values() if qpi.gated)
 
-    def movable(
-        self, plugins: Collection[str] | None, pre_check: Callable[[model.Pod], bool] | None
+    def candidates(
+        self, interested: Callable[[str], bool] | None, pre_check: Callable[[model.Pod], bool] | None
     ) -> list[QueuedPodInfo]:
-        """The pods a cluster event may help: not gated by SchedulingGates, rejected by one of
-        ``plugins`` (any, when None; a pod with no recorded plugin always), and passing
-        ``pre_check`` (when given)."""
-        return [
-            qpi
-            for qpi in self._pods.values()
-            if not waits_for_own_update(qpi)
-            and _rejected_by_any(qpi, plugins)
-            and (pre_check is None or pre_check(qpi.pod))
-        ]
+        """The pods a cluster event may concern, before their hints are asked: not gated by
+        SchedulingGates, rejected by a plugin ``interested`` accepts (any, when None; a pod with
+        no recorded plugin always), and passing ``pre_check`` (when given). Insertion order."""
+        if interested is None:
+            pool: list[QueuedPodInfo] = list(self._pods.values())
+        else:
+            uids: set[str] = set()
+            for plugin, members in self._by_plugin.items():
+                if members and (not plugin or interested(plugin)):
+                    uids |= members
+            pool = [self._pods[uid] for uid in uids]
+        return [qpi for qpi in pool if not waits_for_own_update(qpi) and (pre_check is None or pre_check(qpi.pod))]
 
     def timed_out(self) -> list[QueuedPodInfo]:
         """The pods that have waited longer than ``max_in_unschedulable`` (never those gated by

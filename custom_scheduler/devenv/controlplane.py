@@ -27,6 +27,7 @@ What it sets up, and why:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -34,11 +35,14 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import orjson
 
@@ -86,6 +90,32 @@ def free_port() -> int:
 
 
 DEFAULT_NEED = "etcd kube-apiserver kube-controller-manager"
+
+
+@contextlib.contextmanager
+def signals_as_exit(signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """Turn ``signals`` into :class:`SystemExit` (128 + the signal's number) while the block runs.
+
+    Why: the control plane's processes run in sessions of their own (so a Ctrl-C meant for a test
+    runner does not reach them), which also means nothing stops them when their owner dies. Python's
+    default SIGTERM kills the owner without running its ``finally`` blocks, so ``demo --keep`` then
+    SIGTERM used to leave etcd, kube-apiserver and kube-controller-manager running. As an exception
+    the signal unwinds the stack, and each ``finally`` stops what it started, by PID. Only the main
+    thread can install handlers; elsewhere the block runs unchanged.
+    """
+
+    def exit_on(signum: int, _frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, exit_on) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def find_binaries(need: str = DEFAULT_NEED) -> Path:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from custom_scheduler.devenv import cluster
-from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries
+from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, signals_as_exit
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 
@@ -338,6 +338,12 @@ def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[s
 
 
 def main(*, keep: bool = False) -> int:
+    # SIGTERM/SIGHUP unwind like Ctrl-C: the finally blocks stop the daemon and the control plane.
+    with signals_as_exit():
+        return _main(keep=keep)
+
+
+def _main(*, keep: bool) -> int:
     cp = ControlPlane(find_binaries()).start()
     try:
         print(f"kube-apiserver {cp.version} on {cp.host} (kubeconfig: {cp.kubeconfig()})")
@@ -348,7 +354,7 @@ def main(*, keep: bool = False) -> int:
             return 1
         print(f"demo finished in {time.monotonic() - t0:.1f}s")
         if keep:
-            print("control plane left running; press Ctrl-C to stop it")
+            print("control plane left running; press Ctrl-C (or send SIGTERM) to stop it")
             try:
                 while True:
                     time.sleep(3600)

@@ -285,7 +285,7 @@ def sync_allocatable(kube: KubeClient, nodes: Sequence[str]) -> None:
     capacity, as a kubelet does on its next status update: the specs patch only capacity (pod
     overhead's ``example.com/beardsecond``, workload-aware preemption's), and kwok does not copy it."""
     for name in nodes:
-        status = (kube.get(node_path(name)).get("status") or {})
+        status = kube.get(node_path(name)).get("status") or {}
         capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
         patch: dict[str, str | None] = {
             k: v for k, v in capacity.items() if "/" in k and not k.startswith("hugepages") and allocatable.get(k) != v

@@ -42,7 +42,7 @@ from typing import Any
 import structlog
 
 from custom_scheduler.api import dra_devices as ddev
-from custom_scheduler.api import dra_pools
+from custom_scheduler.api import dra_extended, dra_pools
 from custom_scheduler.api.dra import (
     Allocation,
     Candidate,
@@ -98,6 +98,7 @@ class DRAStore:
         self._rules: dict[str, ddev.DeviceTaintRule] = {}
         self._candidates: dict[str, dra_pools.NodeDevices] = {}  # node -> its own slices' devices
         self._listeners: list[Listener] = []
+        self._extended: dict[str, DeviceClass] | None = None  # resource name -> class; None: rebuild
 
     # -- feeding ----------------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
@@ -123,6 +124,7 @@ class DRAStore:
             elif kind == CLASS:
                 old = self._classes.get(obj.name)
                 self._classes[obj.name] = obj
+                self._extended = None
             else:
                 old = self._claims.get(obj.key)
                 self._claims[obj.key] = obj
@@ -143,6 +145,7 @@ class DRAStore:
                 self._candidates.clear()
             elif kind == CLASS:
                 old = self._classes.pop(obj.name, None)
+                self._extended = None
             else:
                 old = self._claims.pop(obj.key, None)
                 self._assumed.pop(obj.key, None)
@@ -230,6 +233,36 @@ class DRAStore:
     def device_class(self, name: str) -> DeviceClass | None:
         with self._lock:
             return self._classes.get(name)
+
+    def extended_resource_class(self, resource: str) -> DeviceClass | None:
+        """The DeviceClass backing extended resource ``resource`` (its ``extendedResourceName`` or
+        implicit ``deviceclass.resource.kubernetes.io/<name>``), or None: upstream's
+        ``DeviceClassResolver``. The mapping is rebuilt after a class changes."""
+        with self._lock:
+            if self._extended is None:
+                self._extended = dra_extended.class_mapping(self._classes.values())
+            return self._extended.get(resource)
+
+    def extended_claim_for(self, namespace: str, pod_name: str, pod_uid: str) -> ResourceClaim | None:
+        """``findExtendedResourceClaim``: the claim an earlier attempt made for the pod's extended
+        resources (annotated, controlled by the pod), or None."""
+        with self._lock:
+            claims = [*self._assumed.values(), *self._claims.values()]
+        for c in claims:
+            meta = c.raw.get("metadata") or {}
+            if c.namespace != namespace or (meta.get("annotations") or {}).get(dra_extended.CLAIM_ANNOTATION) != "true":
+                continue
+            for o in meta.get("ownerReferences") or ():
+                if o.get("name") == pod_name and o.get("uid") == pod_uid and o.get("controller"):
+                    return c
+        return None
+
+    def forget_claim(self, key: str) -> None:
+        """Drop an assumed claim that was deleted before the watch saw it (the special claim an
+        Unreserve deletes), so it holds no devices in the meantime."""
+        with self._lock:
+            if self._assumed.pop(key, None) is not None:
+                self._refresh_claim(key)
 
     def slices_for(self, node_name: str) -> list[ResourceSlice]:
         """Slices published for ``node_name`` plus every allNodes/nodeSelector slice (the caller

@@ -37,6 +37,7 @@ from custom_scheduler.api.podgroup import Api, PodGroup
 from custom_scheduler.framework.clusterapi import STRATEGIC_PATCH_CT, ClusterClient, api_errors
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.listeners import notify
+from custom_scheduler.framework.reservations import ReservationBook
 
 log = structlog.get_logger("custom_scheduler.api.podgroup")
 
@@ -93,6 +94,8 @@ class GangStore:
         self._listeners: list[Listener] = []
         # Where GangScheduling reports group outcomes (the daemon's status writer; None offline).
         self.status: GangStatusWriter | None = None
+        # GangScheduling's reservations for starving gangs (kept here so a reload keeps them).
+        self.reservations = ReservationBook()
 
     # -- feeding: PodGroups -----------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:

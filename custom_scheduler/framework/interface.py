@@ -26,7 +26,19 @@ PreBindPlugin      ``pre_bind(state, pod, node_name)``                    Status
 PreBindWaiter      ``pre_bind_pending(state, pod, node_name)``            Future[Status] | None
 BindPlugin         ``bind(state, pod, node_name)``                        BindResult
 PostBindPlugin     ``post_bind(state, pod, node_name)``                   None
+EnqueueExtensions  ``events_to_register()``                               [ClusterEventWithHint]
+SignPlugin         ``sign_pod(pod)``                                      fragments | None
 =================  =====================================================  ==================
+
+``SignPlugin.sign_pod`` (upstream's SignPod) returns the parts of the pod the plugin reads, as
+``(key, value)`` fragments, or None when it cannot vouch that two pods equal in them get the same
+verdicts and scores (then the pod is not batched); see :mod:`~custom_scheduler.framework.batching`.
+
+``EnqueueExtensions.events_to_register`` (upstream's EventsToRegister) lists the cluster events
+that may undo this plugin's rejections, each with a queueing hint (see
+:mod:`~custom_scheduler.framework.cluster_events`). A pod it rejected is retried only on those
+events, and only when the hint says QUEUE. A plugin that can reject without implementing it is
+asked about nothing and moves on every event (upstream unrolls it to a wildcard).
 
 ``PreEnqueuePlugin.pre_enqueue`` runs in the scheduling queue, under its lock, whenever a pod would
 enter activeQ (added, updated while gated, back from backoff or unschedulable). A non-success keeps
@@ -56,6 +68,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.framework.cluster_events import ClusterEventWithHint
 from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.fence import Fence
@@ -74,6 +87,20 @@ class Plugin(Protocol):
 class PreEnqueuePlugin(Plugin, Protocol):
     def pre_enqueue(self, pod: Pod) -> Status:
         """Whether ``pod`` may enter activeQ at all (Success), or must wait as gated."""
+        ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """The events that may make a pod this plugin rejected schedulable, with their hints."""
+        ...
+
+
+@runtime_checkable
+class SignPlugin(Plugin, Protocol):
+    def sign_pod(self, pod: Pod) -> Sequence[tuple[str, Any]] | None:
+        """The pod's fragments this plugin's verdicts and scores depend on; None: not signable."""
         ...
 
 

@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import structlog
 
 from custom_scheduler.api.model import Pod
@@ -23,8 +21,10 @@ from custom_scheduler.config.schema import PluginRef
 from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework import masked_filter, prebind, scoring
+from custom_scheduler.framework.batching import Signer
 from custom_scheduler.framework.registry import Registry
-from custom_scheduler.framework.scoring import FrameworkError, ScoredNode
+from custom_scheduler.framework.requeue import RequeueRules
+from custom_scheduler.framework.scoring import FrameworkError, Rows, ScoredNode, Totals
 from custom_scheduler.framework.types import (
     SUCCESS,
     BindResult,
@@ -114,6 +114,10 @@ class Framework:
         self._filter_masks: dict[str, fi.FilterMaskPlugin] = {
             p.name: p for p in self.filter if isinstance(p, fi.FilterMaskPlugin)
         }
+        #: Which events may undo each plugin's rejections (the queue's queueing hints).
+        self.requeue = RequeueRules.of(self._instances)
+        #: Pod signatures for opportunistic batching.
+        self.signer = Signer([*self.pre_filter, *self.filter, *self.pre_score, *(p for p, _ in self.score)])
         #: Pod annotation → the registered plugin that reads it, for the plugins this profile does
         #: not run: a pod setting one is told its annotation has no effect here.
         self.ignored_annotations: dict[str, str] = {
@@ -422,9 +426,9 @@ class Framework:
         """
         return self._scored(scoring.score_details, state, pod, nodes)
 
-    def run_score_totals(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> npt.NDArray[np.int64]:
-        """The weighted totals only: the daemon's hot path (same arithmetic as :meth:`run_score`)."""
-        return self._scored(scoring.score_totals, state, pod, nodes)
+    def run_score_totals(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], rows: Rows = None) -> Totals:
+        """The weighted totals (the hot path; :meth:`run_score`'s arithmetic), ``rows`` each column."""
+        return self._scored(functools.partial(scoring.score_totals, rows=rows), state, pod, nodes)
 
     def _scored(self, run: Callable[..., _T], state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> _T:
         """``run`` over the scorers, timed as the Score extension point, each active scorer

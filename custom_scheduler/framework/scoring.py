@@ -169,6 +169,11 @@ def score_details(
     return out
 
 
+Totals = npt.NDArray[np.int64]
+#: Where :func:`score_totals` puts each plugin's weighted column, when asked (None: nowhere).
+Rows = list[tuple[str, Totals]] | None
+
+
 def score_totals(
     scorers: Sequence[Scorer],
     handle: fi.Handle,
@@ -176,13 +181,18 @@ def score_totals(
     state: CycleState,
     pod: Pod,
     nodes: Sequence[NodeInfo],
-) -> npt.NDArray[np.int64]:
+    rows: Rows = None,
+) -> Totals:
     """The weighted totals only (same arithmetic as :func:`score_details`), summed as int64
-    arrays (batch scorers return them; lists are converted once)."""
+    arrays (batch scorers return them; lists are converted once). ``rows``, when given, receives
+    each plugin's weighted column (no extra arithmetic: the arrays the sum adds)."""
     totals = np.zeros(len(nodes), dtype=np.int64)
-    for _, weight, _, normalized in plugin_scores(scorers, handle, recorder, state, pod, nodes):
+    for name, weight, _, normalized in plugin_scores(scorers, handle, recorder, state, pod, nodes):
         # int64 whatever a batch normaliser returned: an int32 array times a large weight would
         # wrap before the sum (no copy when it already is int64).
         scores = np.asarray(normalized, dtype=np.int64)
-        totals += scores if weight == 1 else scores * weight
+        weighted = scores if weight == 1 else scores * weight
+        totals += weighted
+        if rows is not None:
+            rows.append((name, weighted))
     return totals

@@ -71,6 +71,7 @@ from typing import Any, ClassVar
 
 from custom_scheduler.api import dra, quantity
 from custom_scheduler.api.model import Node, Pod
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import Handle
@@ -430,6 +431,16 @@ class AcceleratorIsolation:
         self._labels = self.args.node_labels
         self._hard = self.args.mode == MODE_FILTER
         self.dra = DRAAccelerators(self.args.dra_drivers, self.args.dra_device_classes)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """What the Filter reads: a node's labels and accelerator allocatable, the DRA devices it
+        publishes, and the pod's own scenario annotations (no hints: each may help)."""
+        node = ce.Action.ADD | ce.Action.UPDATE_NODE_LABEL | ce.Action.UPDATE_NODE_ALLOCATABLE
+        return [
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.NODE, node)),
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.RESOURCE_SLICE, ce.Action.ADD | ce.Action.UPDATE)),
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE)),
+        ]
 
     @property
     def _store(self) -> DRAStore:

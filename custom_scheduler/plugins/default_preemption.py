@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import structlog
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.evictor import DISRUPTION_TARGET, REASON_PREEMPTION_BY_SCHEDULER
 from custom_scheduler.framework.extender import ExtenderError
 from custom_scheduler.framework.interface import Handle, PostFilterResult
@@ -147,6 +148,11 @@ class DefaultPreemption:
     def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
         self.args = args or DefaultPreemptionArgs()
         self.handle = handle
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Upstream's, with asynchronous preemption (on): a victim's deletion is noted, but it is
+        the evictor's completion (PreEnqueue released) that retries the preemptor."""
+        return [ce.ClusterEventWithHint(ce.ASSIGNED_POD_DELETE, lambda pod, old, new: ce.Hint.SKIP)]
 
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterResult:
         reason = eligibility(self.handle, pod, statuses)

@@ -49,6 +49,7 @@ from custom_scheduler.api.dra import (
 from custom_scheduler.api.dra_pools import AllocatedState
 from custom_scheduler.plugins.dra_cel import DEVICE_MEMO_MAX, CELCache, CELError
 from custom_scheduler.plugins.dra_search import (
+    ALLOCATION_RESULTS_MAX_SIZE,
     DEADLINE_CHECK_STEPS,
     AllocationError,
     AllocationTimeout,
@@ -60,6 +61,7 @@ from custom_scheduler.plugins.dra_search import (
 )
 
 __all__ = [
+    "ALLOCATION_RESULTS_MAX",
     "DEADLINE_CHECK_STEPS",
     "DEVICE_MEMO_MAX",
     "AllocationError",
@@ -72,6 +74,10 @@ __all__ = [
 
 #: ``ErrFailedAllocationOnNode`` text when nothing fits and a pool reaching the node is invalid.
 REASON_INVALID_POOLS = "invalid resource pools were encountered"
+
+#: ``resourceapi.AllocationResultsMaxSize``: at most this many results in one claim's allocation
+#: (API validation refuses a bigger ``status.allocation``, so the allocator never builds one).
+ALLOCATION_RESULTS_MAX = ALLOCATION_RESULTS_MAX_SIZE
 
 InUse = Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID]
 
@@ -111,7 +117,8 @@ def _selected(selectors: Sequence[str], c: Candidate, cels: CELCache, owner: str
             if not cels.matches(expr, c.device):
                 return False
         except CELError as e:
-            where = "" if str(e).startswith("compile") else f" on device {device_id_str(c.id)}"
+            expression_level = str(e).startswith(("compile error", "cost error"))
+            where = "" if expression_level else f" on device {device_id_str(c.id)}"
             raise AllocationError(f"{owner}: selector #{i}{where}: CEL {e}") from None
     return True
 
@@ -141,9 +148,10 @@ def _usable(claim: ResourceClaim, req: Request, c: Candidate, in_use: InUse, sha
 
 def _all_devices(
     claim: ResourceClaim, req: Request, matching: list[Candidate], in_use: InUse, bad_pools: Sequence[ddev.Pool]
-) -> list[Candidate]:
+) -> tuple[list[Candidate], int]:
     """``allocationMode: All``: every matching device whose static capacity admits the request,
-    or nothing when one of them cannot be had; an error when a pool is incomplete or invalid."""
+    or nothing when one of them cannot be had, and how many "all" is (what counts against
+    :data:`ALLOCATION_RESULTS_MAX`); an error when a pool is incomplete or invalid."""
     for p in bad_pools:
         state = "being updated" if p.incomplete else "invalid"
         raise AllocationError(
@@ -152,8 +160,21 @@ def _all_devices(
         )
     every = [c for c in matching if _capacity_fits(claim, req, c, None)]
     if any(not _usable(claim, req, c, in_use, {}) for c in every):
-        return []  # All means all: one device taken, tainted or full and it cannot fit
-    return every
+        return [], len(every)  # All means all: one device taken, tainted or full and it cannot fit
+    return every, len(every)
+
+
+def check_claim_limit(claim: ResourceClaim, request: str, need: int, counted: int) -> int:
+    """Upstream's check while gathering a claim's requests: ``need`` more devices (the fewest any
+    alternative of ``request`` takes) on top of ``counted`` must stay within
+    :data:`ALLOCATION_RESULTS_MAX`, or the claim can never be allocated (an error on any node).
+    Returns the new count."""
+    if need > ALLOCATION_RESULTS_MAX - counted:
+        raise AllocationError(
+            f"claim {claim_ref(claim)}, request {request}: adding {need} devices exceeds the claim limit "
+            f"of {ALLOCATION_RESULTS_MAX}, with {counted} already accounted for"
+        )
+    return counted + need
 
 
 def _options(
@@ -171,14 +192,20 @@ def _options(
     options: Options = []
     for claim in claims:
         per_req = []
+        counted = 0
         for dr in claim.requests:
             per_alt = []
+            fewest = None
             for alt in dr.alternatives:
                 matching = _matching(claim, alt, classes, candidates, cels)
                 if alt.mode == ALL:
-                    per_alt.append(_all_devices(claim, alt, matching, in_use, bad_pools))
+                    devices, n = _all_devices(claim, alt, matching, in_use, bad_pools)
+                    per_alt.append(devices)
                 else:
                     per_alt.append([c for c in matching if _usable(claim, alt, c, in_use, shared)])
+                    n = alt.count
+                fewest = n if fewest is None else min(fewest, n)
+            counted = check_claim_limit(claim, dr.name, fewest or 0, counted)
             per_req.append(per_alt)
             check_deadline(deadline)
         options.append(per_req)
@@ -217,9 +244,12 @@ def allocate(
         # A node without devices (half the nodes of a typical DRA cluster): nothing can fit, but a
         # missing class is still the same error as with devices, in the same order.
         for claim in claims:
+            counted = 0
             for dr in claim.requests:
                 for alt in dr.alternatives:
                     _matching(claim, alt, classes, (), cels)
+                fewest = min(0 if alt.mode == ALL else alt.count for alt in dr.alternatives)
+                counted = check_claim_limit(claim, dr.name, fewest, counted)
         return None
     options = _options(claims, candidates, in_use, classes, cels, deadline)
     chosen = _take_first(claims, options)

@@ -5,7 +5,9 @@ of issue #26 had moved it; the Kubernetes functions the ``cel`` library lacks (`
 ``semver``, cel-go's string/list/set/math extensions) come from
 :mod:`custom_scheduler.plugins.dra_cel_functions` and are attached only to expressions that call
 one of them. Error messages are upstream's causes (``compile error: ...``, ``runtime error: ...``);
-the allocator prefixes them with the claim or class and the selector's index.
+the allocator prefixes them with the claim or class and the selector's index. An expression whose
+worst-case cost exceeds Kubernetes' limit is refused before it is evaluated (``cost error: ...``,
+see :mod:`custom_scheduler.plugins.dra_cel_cost`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from custom_scheduler.api.dra import Device
-from custom_scheduler.plugins import dra_cel_functions
+from custom_scheduler.plugins import dra_cel_cost, dra_cel_functions
 
 _DOMAIN_LOOKUP = re.compile(r"""\b(attributes|capacity)\s*\[\s*["']([^"']+)["']\s*\]""")
 
@@ -34,6 +36,13 @@ class Compiled:
     empty map for an unknown domain, so those are filled in before evaluating."""
     functions: bool = False
     """The expression calls a function of :mod:`dra_cel_functions` (evaluated with them attached)."""
+    kind: str = "compile"
+    """What ``error`` is: ``compile`` (does not compile) or ``cost`` (over the cost limit)."""
+
+    @property
+    def cause(self) -> str:
+        """The error as upstream words a cause (``compile error: ...``)."""
+        return f"{self.kind} error: {self.error}"
 
 
 #: Selector outcomes kept per device (Device.cel_results) before that memo starts over.
@@ -61,6 +70,10 @@ class CELCache:
             c = Compiled(cel.compile(expr), "", domains, dra_cel_functions.uses_functions(expr))
         except Exception as e:  # the library raises ValueError; anything else is as bad
             c = Compiled(None, _first_line(str(e)) or type(e).__name__, ())
+        else:
+            too_costly = dra_cel_cost.over_limit(expr)
+            if too_costly:
+                c = Compiled(None, too_costly, (), kind="cost")
         with self._lock:
             if len(self._cache) >= self._max:
                 self._cache.clear()
@@ -91,7 +104,7 @@ class CELCache:
     def _execute(self, expr: str, device: Device) -> bool:
         c = self.get(expr)
         if c.program is None:
-            raise CELError(f"compile error: {c.error}")
+            raise CELError(c.cause)
         inp = device.cel_input
         dev = inp["device"]
         missing = [(m, d) for m, d in c.domains if d not in dev[m]]

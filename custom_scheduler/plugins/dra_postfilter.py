@@ -12,9 +12,10 @@ preemption: 0/2 nodes are available: ...``. The claim's update requeues the pod.
 Which claim: upstream ranges over a Go map of the unavailable claims' indices, a random order;
 here the cycle's random source shuffles them. One claim per attempt, as upstream.
 
-Not here yet: upstream's second branch, deleting a special claim for DRA-backed extended
-resources left from an earlier attempt (``deletion of ResourceClaim completed``): those claims
-are not implemented (see the plugin's docstring).
+Upstream's second branch: when no claim was deallocated and the pod's claim for DRA-backed
+extended resources exists in the API (left from an earlier attempt: Filter rejects it on every
+node), it is deleted (``deletion of ResourceClaim completed``), so the next attempt creates a new
+one (:mod:`~custom_scheduler.plugins.dra_extended_claim`).
 
 Upstream writes its state at the very start of PreFilter; when an earlier PreFilter plugin rejected
 the pod, DynamicResources' PreFilter never ran and its PostFilter fails reading that state with
@@ -36,6 +37,7 @@ from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import PostFilterResult
 from custom_scheduler.framework.types import Status
+from custom_scheduler.plugins import dra_extended_claim
 
 DEALLOCATED = "deallocation of ResourceClaim completed"
 #: ``fwk.ErrNotFound``: what reading a missing cycle-state key answers upstream.
@@ -66,14 +68,22 @@ def deallocate_one(
     client: ClusterClient | None,
     store: DRAStore,
     rng: random.Random,
+    extended: int = -1,
 ) -> PostFilterResult:
     """``deallocateOrDeletePodClaims``: deallocate one of the ``unavailable`` claims (indices in
-    ``claims``) reserved for nobody or only for ``pod``; Unschedulable either way, with
-    :data:`DEALLOCATED` when one was."""
+    ``claims``) reserved for nobody or only for ``pod``, else delete the extended-resource claim
+    ``claims[extended]`` when it exists in the API; Unschedulable either way, with
+    :data:`DEALLOCATED` or :data:`dra_extended_claim.DELETED` when something was done."""
     order = sorted(unavailable)
     rng.shuffle(order)
+    ext = claims[extended] if extended >= 0 else None
+    real_ext = ext is not None and not dra_extended_claim.is_special(ext)
     for index in order:
         claim = claims[index]
+        if index == extended:
+            if real_ext:
+                break
+            continue
         rf = claim.reserved_for
         if rf and not (len(rf) == 1 and rf[0].uid == pod.uid):
             continue
@@ -86,4 +96,12 @@ def deallocate_one(
             return error(str(e))
         store.assume_claim(dra.resource_claim_from_json(updated))
         return unschedulable(DEALLOCATED)
+    if ext is not None and real_ext:
+        if client is None:
+            return unschedulable()
+        try:
+            dra_extended_claim.delete(client, ext, store)
+        except Exception as e:
+            return error(str(e))
+        return unschedulable(dra_extended_claim.DELETED)
     return unschedulable()

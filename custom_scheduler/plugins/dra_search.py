@@ -34,6 +34,9 @@ class AllocationTimeout(Exception):
     (upstream's ``context.DeadlineExceeded`` from the allocator)."""
 
 
+#: ``resourceapi.AllocationResultsMaxSize``: the most results one claim's allocation may hold.
+ALLOCATION_RESULTS_MAX_SIZE = 32
+
 #: Picks between two looks at the clock (a power of two: the test is a mask). A pick costs about a
 #: microsecond, so a search overruns its deadline by well under a millisecond.
 DEADLINE_CHECK_STEPS = 256
@@ -156,6 +159,8 @@ class Search:
             need = len(opts) if alt.mode == ALL else alt.count
             if need == 0 or len(opts) < need:
                 continue
+            if need > ALLOCATION_RESULTS_MAX_SIZE - len(self.chosen[ci]):
+                continue  # upstream's errAllocationResultMaxSizeExceeded: this alternative cannot be the one
             done = self._pick_all(ci, ri, alt, opts, 0) if alt.mode == ALL else self._pick(ci, ri, alt, opts, need, 0)
             if done:
                 return True

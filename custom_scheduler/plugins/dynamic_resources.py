@@ -50,15 +50,16 @@ Upstream's DynamicResources has no PreFilterExtensions: a preemption dry run nev
 victim's devices, and "cannot allocate all claims" (UnschedulableAndUnresolvable) keeps a node out
 of preemption's candidates. So it is here.
 
-Not implemented: extended resources backed by DRA (DRAExtendedResource: a DeviceClass's
-``extendedResourceName`` and the special claim PreBind would create).
+- **Extended resources backed by DRA** (:mod:`~custom_scheduler.plugins.dra_extended_claim`): a
+  pod's ``example.com/gpu`` that a DeviceClass backs is allocated, on nodes without it in their
+  allocatable, through a claim PreBind creates for the pod (NodeResourcesFit leaves such a
+  resource to this plugin).
 """
 
 from __future__ import annotations
 
-import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -66,8 +67,7 @@ from typing import Any, ClassVar
 from custom_scheduler.api import dra
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
-from custom_scheduler.framework.clusterapi import ClusterClient
-from custom_scheduler.framework.clusterapi import api_errors as kerr
+from custom_scheduler.framework.cluster_events import ClusterEventWithHint
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.interface import Handle, PostFilterResult
 from custom_scheduler.framework.types import (
@@ -80,7 +80,17 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.plugins import dra_allocator, dra_args, dra_binding, dra_config, dra_postfilter, helpers
+from custom_scheduler.plugins import (
+    dra_allocator,
+    dra_args,
+    dra_binding,
+    dra_claim_writes,
+    dra_config,
+    dra_extended_claim,
+    dra_hints,
+    dra_postfilter,
+    helpers,
+)
 
 NAME = "DynamicResources"
 
@@ -95,7 +105,7 @@ TIMEOUT_FORMAT = "node {node}: timed out trying to allocate devices"
 REASON_CANCELLED = "asked by caller to stop allocating devices: some other Filter operation failed"
 
 #: PreBind's attempts at one claim's update when the API answers 409 Conflict (client-go's DefaultRetry).
-CONFLICT_RETRIES = 5
+CONFLICT_RETRIES = dra_claim_writes.CONFLICT_RETRIES
 
 
 @dataclass(slots=True)
@@ -119,6 +129,14 @@ class _State:
     may deallocate one of them)."""
     binding: Future[Status] | None = None
     """PreBind's wait for the devices' binding conditions (None: nothing to wait for)."""
+    ext_index: int = -1
+    """Index in ``claims`` of the claim for DRA-backed extended resources (-1: none)."""
+    ext_wanted: dict[str, int] = field(default_factory=dict)
+    """The pod's extended resource requests (that claim's source)."""
+    ext_by_node: dict[str, dra_extended_claim.NodeClaim | None] = field(default_factory=dict)
+    """That claim with each node's requests (None: the node needs no devices for it)."""
+    ext_created: dra.ResourceClaim | None = None
+    """The claim PreBind created for them (Unreserve deletes it)."""
 
 
 STATE_KEY: StateKey[_State] = StateKey(NAME)
@@ -165,11 +183,11 @@ def compile_errors(claim: dra.ResourceClaim, store: DRAStore, cels: dra_allocato
             for i, expr in enumerate(cls.selectors if cls is not None else ()):
                 c = cels.get(expr)
                 if c.program is None:
-                    return f"class {cls.name if cls else ''}: selector #{i}: CEL compile error: {c.error}"
+                    return f"class {cls.name if cls else ''}: selector #{i}: CEL {c.cause}"
             for i, expr in enumerate(req.selectors):
                 c = cels.get(expr)
                 if c.program is None:
-                    return f"claim {claim.key}: selector #{i}: CEL compile error: {c.error}"
+                    return f"claim {claim.key}: selector #{i}: CEL {c.cause}"
     return ""
 
 
@@ -220,9 +238,7 @@ DynamicResourcesArgs = dra_args.DynamicResourcesArgs
 parse_args = dra_args.parse_args
 
 
-def claim_path(claim: dra.ResourceClaim, status: bool = False) -> str:
-    p = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
-    return p + "/status" if status else p
+claim_path = dra_claim_writes.claim_path
 
 
 class DynamicResources:
@@ -236,6 +252,14 @@ class DynamicResources:
         self.args = args
         self.handle = handle
         self.cels = _CELS
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """The DRA changes that may help (see :mod:`.dra_hints`)."""
+        return dra_hints.registrations()
+
+    def sign_pod(self, pod: Pod) -> list[tuple[str, object]] | None:
+        """A pod with resource claims is not signable (each claim is its own)."""
+        return None if pod.resource_claims else []
 
     @property
     def store(self) -> DRAStore:
@@ -257,13 +281,18 @@ class DynamicResources:
         # earlier PreFilter plugin rejected the pod) from "no claims" by it.
         s = _State()
         state.write(STATE_KEY, s)
-        if not pod.resource_claims:
-            return SKIP
         store = self.store
+        wanted = dra_extended_claim.backed_resources(pod, store)
+        if not pod.resource_claims and not wanted:
+            return SKIP
         try:
             claims = pod_claims(pod, store)
         except ClaimMissing as e:
             return Status.unresolvable(str(e))
+        if wanted:
+            s.ext_wanted, s.ext_index = wanted, len(claims)
+            found = store.extended_claim_for(pod.namespace, pod.name, pod.uid)
+            claims.append(found or dra_extended_claim.special_claim(pod))
         if not claims:
             return SKIP
         s.claims = claims
@@ -274,6 +303,9 @@ class DynamicResources:
                 continue
             if store.pending_allocation(claim.uid) is not None:
                 return Status.unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+            if i == s.ext_index:
+                s.to_allocate.append(i)  # its requests depend on the node (Filter)
+                continue
             for dr in claim.requests:
                 for req in dr.alternatives:
                     if store.device_class(req.device_class) is None:
@@ -295,6 +327,13 @@ class DynamicResources:
             return Status.as_error("node not found")
         if not s.claims:
             return SUCCESS
+        allocating = s.allocating
+        if s.ext_index >= 0:
+            rejected, allocating = self._extended_on(s, pod, node_info)
+            if rejected is not None:
+                return rejected
+            if len(s.claims) == 1 and s.ext_by_node.get(node.name) is None:
+                return SUCCESS  # only extended resources, all offered by the node itself
         unavailable = [i for i, c in enumerate(s.claims) if self._unavailable(c, node.name, node.labels)]
         if unavailable:
             s.unavailable.update(unavailable)
@@ -313,7 +352,7 @@ class DynamicResources:
         deadline = time.monotonic() + timeout if timeout > 0 else None
         try:
             allocs = dra_allocator.allocate(
-                s.allocating, cands, s.in_use, store.device_class, self.cels, node.name, deadline=deadline
+                allocating, cands, s.in_use, store.device_class, self.cels, node.name, deadline=deadline
             )
         except dra_allocator.AllocationError as e:
             return Status.as_error(str(e))
@@ -326,6 +365,28 @@ class DynamicResources:
             return Status.unresolvable(REASON_CANNOT_ALLOCATE)
         s.by_node[node.name] = allocs
         return SUCCESS
+
+    def _extended_on(self, s: _State, pod: Pod, node_info: NodeInfo) -> tuple[Status | None, list[dra.ResourceClaim]]:
+        """The extended-resource claim on this node: a rejection, or the claims to allocate with
+        it holding this node's requests (none when the node offers the resources itself)."""
+        name = node_info.name
+        got = dra_extended_claim.for_node(
+            s.claims[s.ext_index], s.ext_wanted, node_info.allocatable.scalar, self._class_name, pod
+        )
+        rejected, node_claim = got
+        if rejected is not None:
+            return rejected, []
+        s.ext_by_node[name] = node_claim
+        if s.ext_index not in s.to_allocate:
+            return None, s.allocating
+        pos = s.to_allocate.index(s.ext_index)
+        ext = s.claims[s.ext_index]
+        replacement = node_claim.claim if node_claim is not None else dra_extended_claim.without_requests(ext)
+        return None, [*s.allocating[:pos], replacement, *s.allocating[pos + 1 :]]
+
+    def _class_name(self, resource: str) -> str | None:
+        cls = self.store.extended_resource_class(resource)
+        return cls.name if cls is not None else None
 
     def _unavailable(self, claim: dra.ResourceClaim, node: str, labels: dict[str, str]) -> bool:
         """An allocated claim the pod cannot use on this node: its allocation's node selector does
@@ -342,7 +403,9 @@ class DynamicResources:
             return dra_postfilter.error(dra_postfilter.STATE_NOT_FOUND)
         if not s.claims:
             return dra_postfilter.unschedulable()
-        return dra_postfilter.deallocate_one(s.claims, s.unavailable, pod, self.handle.client, self.store, state.rng)
+        return dra_postfilter.deallocate_one(
+            s.claims, s.unavailable, pod, self.handle.client, self.store, state.rng, extended=s.ext_index
+        )
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         s = state.get(STATE_KEY)
@@ -366,20 +429,30 @@ class DynamicResources:
         if s is None or not s.to_allocate:
             return SUCCESS
         allocs = s.by_node.get(node_name)
+        if allocs is None and s.to_allocate == [s.ext_index] and s.ext_by_node.get(node_name) is None:
+            return SUCCESS  # only the extended resources, which the node offers itself
         if allocs is None or len(allocs) != len(s.to_allocate):
             return Status.as_error("claim allocation not found for node")
         configured = [
-            dra_config.with_config(s.claims[i], a, self.store.device_class)
+            dra_config.with_config(self._claim_on(s, i, node_name), a, self.store.device_class)
             for i, a in zip(s.to_allocate, allocs, strict=True)
         ]
         s.by_node[node_name] = allocs = configured
         for i, alloc in zip(s.to_allocate, allocs, strict=True):
             claim = s.claims[i]
+            if i == s.ext_index and s.ext_by_node.get(node_name) is None:
+                continue  # nothing to allocate for it on this node
             if not self.store.signal_pending(claim, alloc):
                 self._drop_pending(s)
                 return Status.unresolvable(f"resource claim {claim.key} is in the process of being allocated")
             s.pending.append(claim.uid)
         return SUCCESS
+
+    @staticmethod
+    def _claim_on(s: _State, i: int, node_name: str) -> dra.ResourceClaim:
+        """Claim ``i`` as allocated on the node (the extended-resource claim with its requests)."""
+        node_claim = s.ext_by_node.get(node_name) if i == s.ext_index else None
+        return node_claim.claim if node_claim is not None else s.claims[i]
 
     def _drop_pending(self, s: _State) -> None:
         for uid in s.pending:
@@ -392,14 +465,27 @@ class DynamicResources:
             return
         self._drop_pending(s)
         client = self.handle.client
+        created = s.ext_created
         for claim in s.reserved:
             if client is None:
                 break
+            if created is not None and claim.uid == created.uid:
+                continue  # deleted below
             try:
-                self._update_status(client, claim, lambda c: _without_pod(c, pod.uid))
+                dra_claim_writes.update_status(
+                    client, self.store, claim, lambda c: dra_claim_writes.without_pod(c, pod.uid)
+                )
             except Exception:
                 pass  # best effort, as upstream's patch: the resourceclaim controller also cleans up
         s.reserved.clear()
+        if created is not None and client is not None:
+            s.ext_created = None
+            try:
+                dra_extended_claim.delete(
+                    client, self.store.get_claim(created.namespace, created.name) or created, self.store
+                )
+            except Exception:
+                pass  # best effort, as upstream (it logs): the garbage collector deletes it with the pod
 
     # -- binding cycle ----------------------------------------------------------------------------
     def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -418,16 +504,26 @@ class DynamicResources:
         consumer = dra.Consumer("pods", pod.name, pod.uid)
         for i, claim in enumerate(s.claims):
             alloc = allocs.get(i)
+            node_claim = s.ext_by_node.get(node_name) if i == s.ext_index else None
+            if i == s.ext_index and node_claim is None and claim.allocation is None:
+                continue  # the node offers the extended resources itself: no claim
             try:
-                updated = self._bind_claim(client, claim, alloc, consumer)
+                target = claim
+                if node_claim is not None and dra_extended_claim.is_special(claim):
+                    s.ext_created = target = dra_extended_claim.create(client, node_claim)
+                    self.store.assume_claim(target)
+                updated = dra_claim_writes.bind_claim(client, target, alloc, consumer)
+                if node_claim is not None:
+                    dra_extended_claim.patch_pod_status(client, pod, updated.name, node_claim)
             except Exception as e:
                 return Status.as_error(str(e))
             s.reserved.append(updated)
             self.store.assume_claim(updated)
             if alloc is not None:
-                self.store.remove_pending(claim.uid)
-                if claim.uid in s.pending:
-                    s.pending.remove(claim.uid)
+                uid = s.claims[i].uid  # the special claim's pending allocation has its in-memory UID
+                self.store.remove_pending(uid)
+                if uid in s.pending:
+                    s.pending.remove(uid)
         if dra_binding.has_binding_conditions(s.reserved):
             self.handle.record_event(
                 pod,
@@ -443,101 +539,7 @@ class DynamicResources:
         s = state.get(STATE_KEY)
         return s.binding if s is not None else None
 
-    def _bind_claim(
-        self, client: ClusterClient, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
-    ) -> dra.ResourceClaim:
-        """``bindClaim``: finalizer (with an allocation), then allocation + reservedFor, retried on
-        conflicts with a fresh read; returns the claim as the API server stored it."""
-        refresh = False
-        for attempt in range(CONFLICT_RETRIES):
-            if refresh:
-                try:
-                    claim = dra.resource_claim_from_json(client.get(claim_path(claim)))
-                except Exception as e:
-                    raise RuntimeError(f"get updated claim {claim.key} after conflict: {e}") from e
-            refresh = True
-            if claim.deleting:
-                raise RuntimeError(f"claim {claim.key} got deleted in the meantime")
-            try:
-                if alloc is not None:
-                    if claim.allocation is not None:
-                        raise RuntimeError(f"claim {claim.key} got allocated elsewhere in the meantime")
-                    if dra.FINALIZER not in claim.finalizers:
-                        claim = _add_finalizer(client, claim)
-                if claim.reserved_for_pod(consumer.uid) and (alloc is None or claim.allocation is not None):
-                    return claim
-                return _add_reservation(client, claim, alloc, consumer)
-            except kerr.Conflict:
-                if attempt == CONFLICT_RETRIES - 1:
-                    raise
-        raise RuntimeError(f"claim {claim.key}: too many conflicts")
 
-    def _update_status(
-        self,
-        client: ClusterClient,
-        claim: dra.ResourceClaim,
-        change: Callable[[dra.ResourceClaim], dict[str, Any] | None],
-    ) -> None:
-        for _ in range(CONFLICT_RETRIES):
-            raw = change(claim)
-            if raw is None:
-                return
-            try:
-                self.store.assume_claim(dra.resource_claim_from_json(client.put(claim_path(claim, status=True), raw)))
-                return
-            except kerr.Conflict:
-                claim = dra.resource_claim_from_json(client.get(claim_path(claim)))
-
-
-def _add_finalizer(client: ClusterClient, claim: dra.ResourceClaim) -> dra.ResourceClaim:
-    """The claim with the allocation finalizer, as the API server stored it; a 409 Conflict passes
-    through (the caller re-reads and retries), any other failure says what failed."""
-    raw = copy.deepcopy(claim.raw)
-    meta = raw.setdefault("metadata", {})
-    meta["finalizers"] = [*(meta.get("finalizers") or ()), dra.FINALIZER]
-    try:
-        return dra.resource_claim_from_json(client.put(claim_path(claim), raw))
-    except kerr.Conflict:
-        raise
-    except Exception as e:
-        raise RuntimeError(f"add finalizer to claim {claim.key}: {e}") from e
-
-
-def _add_reservation(
-    client: ClusterClient, claim: dra.ResourceClaim, alloc: dra.Allocation | None, consumer: dra.Consumer
-) -> dra.ResourceClaim:
-    """The claim's status with ``alloc`` (when given) and ``consumer`` in ``reservedFor``, as the API
-    server stored it; a 409 Conflict passes through, as in :func:`_add_finalizer`."""
-    raw = copy.deepcopy(claim.raw)
-    status = raw.setdefault("status", {})
-    if alloc is not None:
-        status["allocation"] = alloc.to_json()
-    allocation = status.get("allocation")
-    if not allocation:
-        raise RuntimeError(f"claim {claim.key} got deallocated elsewhere in the meantime")
-    # DRADeviceBindingConditions (on): every allocation the scheduler reserves is stamped, binding
-    # conditions time out from it.
-    allocation.setdefault("allocationTimestamp", dra_binding.now_rfc3339())
-    status["reservedFor"] = [*(status.get("reservedFor") or ()), consumer.to_json()]
-    try:
-        return dra.resource_claim_from_json(client.put(claim_path(claim, status=True), raw))
-    except kerr.Conflict:
-        raise
-    except Exception as e:
-        what = "allocation and reservation" if alloc is not None else "reservation"
-        raise RuntimeError(f"add {what} to claim {claim.key}: {e}") from e
-
-
-def _without_pod(claim: dra.ResourceClaim, uid: str) -> dict[str, Any] | None:
-    if not claim.reserved_for_pod(uid):
-        return None
-    raw = copy.deepcopy(claim.raw)
-    status = raw.setdefault("status", {})
-    status["reservedFor"] = [c for c in status.get("reservedFor") or () if c.get("uid") != uid]
-    return raw
-
-
-#: One compiled-expression cache for the process: expressions are the same across profiles and reloads.
 _CELS = dra_allocator.CELCache()
 
 SPEC = registry.PluginSpec(NAME, factory=DynamicResources, parse_args=parse_args)

@@ -15,6 +15,19 @@ with ``minMember`` (see :mod:`custom_scheduler.api.podgroup`). Two extension poi
   ``scheduleTimeoutSeconds`` (CRD) or this plugin's ``permitTimeoutSeconds`` (upstream's fixed
   5 minutes); the framework caps it at 15 minutes and rejects the pod when it passes.
 
+Topology (issue #28): ``topologyLevels`` is the cluster's hierarchy of node labels (widest first);
+a group's required and preferred levels (:mod:`custom_scheduler.api.podgroup`) become the tiers of
+:mod:`custom_scheduler.framework.gang_topology` the group cycle tries, tightest first. With
+``jobLevelPreemption`` a gang that preempts takes other gangs as units (never part of their core,
+:func:`~custom_scheduler.plugins.preemption.units.widen_to_gangs`); off by default, as upstream's
+``disruptionMode: single`` lets a preemptor take part of a gang.
+
+Reservations (issue #28 item 3, ours: upstream's plugin has no Filter): a gang pending longer than
+``reservation.threshold`` reserves capacity where it fits soonest, and **Filter** keeps other pods
+off the reserved amounts unless their declared runtime ends before the gang's expected start
+(:mod:`custom_scheduler.plugins.gang_reservations`; on by default, ``reservation.enabled: false``
+turns it off). Its PreFilter answers Skip while no node is reserved, so Filter then costs nothing.
+
 The group cycle in core places a gang's queued members together and asks
 :func:`custom_scheduler.api.podgroup.placement_verdict` whether to commit (upstream's PlacementFeasible).
 
@@ -36,9 +49,13 @@ from custom_scheduler.api import podgroup as gang
 from custom_scheduler.api.model import Pod
 from custom_scheduler.api.podgroup import PodGroup
 from custom_scheduler.framework import registry
+from custom_scheduler.framework.cluster_events import ClusterEventWithHint
+from custom_scheduler.framework.gang_topology import DEFAULT_LEVELS, JobVictims, TopologyRequest
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SUCCESS, Code, CycleState, Status
-from custom_scheduler.plugins import args_reader
+from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, Status
+from custom_scheduler.plugins import args_reader, gang_hints, gang_reservations
+from custom_scheduler.plugins.preemption import units
+from custom_scheduler.plugins.preemption.selection import split_by_pdb_violation
 
 NAME = "GangScheduling"
 
@@ -56,27 +73,72 @@ def no_group_message(name: str) -> str:
     return f'waiting for pods\'s pod group "{name}" to appear in scheduling queue'
 
 
+#: At most this many topology levels (a deeper hierarchy is a typo more often than a cluster).
+MAX_TOPOLOGY_LEVELS = 8
+
+
 @dataclass(frozen=True, slots=True)
 class GangSchedulingArgs:
-    """``permitTimeoutSeconds``: the Permit wait for groups that set no timeout of their own."""
+    """``permitTimeoutSeconds``: the Permit wait for groups that set no timeout of their own;
+    ``topologyLevels``: the node-label hierarchy, widest first; ``jobLevelPreemption``: gangs
+    preempt other gangs as units."""
 
     permit_timeout_seconds: int = DEFAULT_PERMIT_TIMEOUT_SECONDS
+    topology_levels: tuple[str, ...] = DEFAULT_LEVELS
+    job_level_preemption: bool = False
+    reservation: gang_reservations.ReservationArgs = gang_reservations.DEFAULT_ARGS
+
+    def to_config(self) -> dict[str, Any]:
+        """The args as ``pluginConfig`` writes them (durations as Go duration strings)."""
+        return {
+            "permitTimeoutSeconds": self.permit_timeout_seconds,
+            "topologyLevels": list(self.topology_levels),
+            "jobLevelPreemption": self.job_level_preemption,
+            "reservation": self.reservation.to_config(),
+        }
+
+
+_FIELDS = ("permitTimeoutSeconds", "topologyLevels", "jobLevelPreemption", "reservation")
 
 
 def parse_args(raw: Mapping[str, Any] | None, path: str) -> GangSchedulingArgs:
     """Parse ``GangSchedulingArgs``.
 
     Raises:
-        ConfigError: an unknown field, or a timeout outside 1..900 seconds (the framework would
-            cap a longer one silently; saying so at load time is kinder).
+        ConfigError: an unknown field, a timeout outside 1..900 seconds (the framework would
+            cap a longer one silently; saying so at load time is kinder), a topology level that is
+            not a label key or is repeated, an empty or too deep hierarchy, a non-boolean switch.
     """
     r = args_reader.ArgsReader(path)
-    doc = r.mapping(raw, path, fields=("permitTimeoutSeconds",), kind="GangSchedulingArgs")
+    doc = r.mapping(raw, path, fields=_FIELDS, kind="GangSchedulingArgs")
     t = r.integer(doc, "permitTimeoutSeconds", path, DEFAULT_PERMIT_TIMEOUT_SECONDS)
     if not 1 <= t <= MAX_PERMIT_TIMEOUT_SECONDS:
         r.error(f"{path}.permitTimeoutSeconds", f"must be between 1 and {MAX_PERMIT_TIMEOUT_SECONDS}, got {t}")
+    levels = _levels(r, doc, path)
+    job = doc.get("jobLevelPreemption", False)
+    if not isinstance(job, bool):
+        r.error(f"{path}.jobLevelPreemption", f"must be a boolean, got {type(job).__name__}")
+        job = False
+    reservation = gang_reservations.parse_reservation(r, doc.get("reservation"), f"{path}.reservation")
     r.raise_errors()
-    return GangSchedulingArgs(t)
+    return GangSchedulingArgs(t, levels, job, reservation)
+
+
+def _levels(r: args_reader.ArgsReader, doc: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    if doc.get("topologyLevels") is None:
+        return DEFAULT_LEVELS
+    levels = r.strings(doc, "topologyLevels", path)
+    where = f"{path}.topologyLevels"
+    if not levels and not r.errors:
+        r.error(where, "must list at least one node label key (widest first), or be left out for the default")
+    if len(levels) > MAX_TOPOLOGY_LEVELS:
+        r.error(where, f"at most {MAX_TOPOLOGY_LEVELS} levels, got {len(levels)}")
+    for i, key in enumerate(levels):
+        for msg in args_reader.qualified_name_errors(key):
+            r.error(f"{where}[{i}]", f"{key!r} is not a node label key: {msg}")
+        if key in levels[:i]:
+            r.error(f"{where}[{i}]", f"{key!r} is listed twice (each level once, widest first)")
+    return levels
 
 
 class GangScheduling:
@@ -88,6 +150,21 @@ class GangScheduling:
         self.args = args or GangSchedulingArgs()
         self.handle = handle
         self.gangs = handle.gangs
+        self.reservations = gang_reservations.GangReservations(
+            self.args.reservation, handle, self._group, self.topology_request
+        )
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A group appearing, shrinking its minCount or gaining a member (see :mod:`.gang_hints`)."""
+        return gang_hints.registrations()
+
+    def sign_pod(self, pod: Pod) -> list[tuple[str, object]] | None:
+        """A gang member is never batched (its group is placed as one); another pod is judged by
+        reservations through its requests (signed by the resource plugins) and its declared
+        runtime, an annotation: signed with its annotations."""
+        if pod.pod_group:
+            return None
+        return [("annotations", tuple(sorted(pod.annotations.items())))]
 
     def _member(self, pod: Pod) -> bool:
         """``pod`` names a PodGroup of an API this cluster serves (else it is scheduled alone)."""
@@ -104,6 +181,19 @@ class GangScheduling:
         if self.gangs.member_count(group) < group.min_count:
             return Status.unresolvable(ERR_REASON_TOO_FEW).with_plugin(NAME)
         return SUCCESS
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
+        """Ours, for reservations: while no node is reserved (nearly always) Filter has nothing to
+        check, so it is skipped for the pod instead of being asked on every node."""
+        return SKIP if self.reservations.idle() else SUCCESS
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        """Reservations (ours; upstream's plugin has no Filter): a node reserved for a starving
+        gang takes other pods only beyond the reserved amounts or for a declared short runtime."""
+        if self.reservations.idle():
+            return SUCCESS
+        st = self.reservations.filter(pod, node_info, self.group_of(pod))
+        return st if st.is_success else st.with_plugin(NAME)
 
     def permit_timeout(self, pod: Pod) -> float:
         """The Permit wait for ``pod``'s group: its own timeout, else the args' default."""
@@ -172,8 +262,35 @@ class GangScheduling:
         pg = self._group(group)
         return pg.topology_key if pg is not None else None
 
+    def topology_request(self, group: str) -> TopologyRequest | None:
+        """The group's required and preferred levels over the configured hierarchy, or None."""
+        pg = self._group(group)
+        if pg is None or not (pg.topology_required or pg.topology_preferred):
+            return None
+        return TopologyRequest(self.args.topology_levels, pg.topology_required, pg.topology_preferred)
+
+    def job_victims(self, group: str, preemptor: Pod, victims: Sequence[Pod]) -> JobVictims | None:
+        """``victims`` (all taken so far for ``group``'s preemption) as units, with the PDB
+        violations they cost; unchanged without ``jobLevelPreemption``; None when a victim gang
+        would have to go whole and cannot (a member not below the preemptor's priority)."""
+        index = units.VictimIndex(self.gangs.group_for, ())
+        pods: tuple[Pod, ...] | None = tuple(victims)
+        if self.args.job_level_preemption:
+            pods = units.widen_to_gangs(
+                victims,
+                index.priority(preemptor),
+                self.gangs.group_for,
+                lambda g: [p for p in self.gangs.members(g) if p.node_name],
+                index.priority,
+            )
+        if pods is None:
+            return None
+        violating, _ = split_by_pdb_violation(pods, list(self.handle.pdbs()))
+        return JobVictims(pods, len(violating))
+
     def group_attempted(self, group: str, result: str, message: str, placed: Sequence[tuple[Pod, str]]) -> None:
         """Status and an event on the PodGroup for one group cycle (reasons as for pods)."""
+        self.reservations.attempted(group, result)
         pg = self._group(group)
         if pg is None:
             return
@@ -181,6 +298,8 @@ class GangScheduling:
         writer = self.gangs.status
         if result == "scheduled":
             note = f"Successfully assigned {len(placed)} pod(s) of pod group {pg.key}"
+            if message:
+                note += f": {message}"
             if writer is not None:
                 writer.group_bound(pg, note, placed=frozenset(p.uid for p, _ in placed))
             self.handle.record_event(

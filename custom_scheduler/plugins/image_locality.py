@@ -20,6 +20,7 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, CycleState, ImageState, NodeInfo
+from custom_scheduler.plugins import signers
 
 NAME = "ImageLocality"
 
@@ -65,6 +66,10 @@ class ImageLocality:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args
         self._handle = handle
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.images(pod)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         if not pod.images:

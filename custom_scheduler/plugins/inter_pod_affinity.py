@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 from custom_scheduler.api.labels import SelectorError
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import (
@@ -52,7 +53,7 @@ from custom_scheduler.framework.types import (
     StateNotFoundError,
     Status,
 )
-from custom_scheduler.plugins import args_reader
+from custom_scheduler.plugins import args_reader, pod_hints, signers
 from custom_scheduler.plugins.affinity_terms import AffinityTerm, NamespaceLabels, PodTerms, TermCache, matches_all
 
 NAME = "InterPodAffinity"
@@ -290,6 +291,32 @@ class InterPodAffinity:
         self._handle = handle
         self._terms = TermCache()
         self._tally = arrays.RowTally()
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments | None:
+        """A pod with pod (anti-)affinity is not signable; others by their labels (existing pods'
+        preferred terms may match them), unless those terms are ignored."""
+        if pod.has_pod_affinity:
+            return None
+        return [] if self._args.ignore_preferred_terms_of_existing_pods else signers.labels(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Assigned pods that may be the missing peer or no longer repel; nodes gaining topology
+        (see :mod:`.pod_hints`); the pod's own labels (other pods' anti-affinity reads them)."""
+
+        def ns_labels(namespace: str) -> Mapping[str, str]:
+            return self._handle.namespace_labels(namespace) or {}
+
+        pods = ce.ClusterEvent(ce.Resource.ASSIGNED_POD, ce.Action.ADD | ce.Action.UPDATE_POD_LABEL | ce.Action.DELETE)
+        return [
+            ce.ClusterEventWithHint(
+                pods, lambda p, o, n: pod_hints.affinity_after_assigned_pod_change(p, o, n, ns_labels)
+            ),
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_LABEL)),
+            ce.ClusterEventWithHint(
+                ce.ClusterEvent(ce.Resource.NODE, ce.Action.ADD | ce.Action.UPDATE_NODE_LABEL),
+                pod_hints.affinity_after_node_change,
+            ),
+        ]
 
     # -- filtering --------------------------------------------------------------------------------
 

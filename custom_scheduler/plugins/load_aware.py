@@ -57,6 +57,7 @@ import structlog
 from custom_scheduler.api.model import Pod
 from custom_scheduler.api.resources import CPU, MEMORY
 from custom_scheduler.config import durations
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import loadmetrics, registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.loadmetrics import NodeUsage
@@ -89,6 +90,10 @@ NO_SOURCE = "no metrics source installed"
 MISSING = "no metrics for the node"
 STALE = "metrics older than staleAfter"
 NO_CAPACITY = "node has no allocatable cpu/memory"
+
+
+#: The event the daemon sends when NodeLoad's metrics source refreshed (nodes' load changed).
+METRICS_REFRESHED = ce.ClusterEvent(ce.Resource.NODE_METRICS, ce.Action.UPDATE)
 
 
 def overloaded_reason(resource: str, threshold: int) -> str:
@@ -273,6 +278,10 @@ class NodeLoad:
         self._placed: dict[str, float] = {}
         self._degraded: dict[str, str] = {}
         self._last_prune = clock()
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Fresh node metrics (the source's refresh, :data:`METRICS_REFRESHED`) and new nodes."""
+        return [ce.ClusterEventWithHint(METRICS_REFRESHED), ce.ClusterEventWithHint(ce.NODE_ADD)]
 
     # -- load -------------------------------------------------------------------------------------
     def _note(self, node: str, problem: str | None) -> None:

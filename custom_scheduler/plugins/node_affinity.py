@@ -34,6 +34,7 @@ from custom_scheduler.api import labels
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.errors import FieldError
 from custom_scheduler.framework import arrays, registry
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import (
     SKIP,
@@ -46,7 +47,7 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.plugins import args_reader, helpers
+from custom_scheduler.plugins import args_reader, helpers, signers
 
 NAME = "NodeAffinity"
 
@@ -301,6 +302,28 @@ class NodeAffinity:
             self._added_required = labels.compile_node_selector(added[REQUIRED])
         self._added_preferred = compile_preferred(added.get(PREFERRED) or ())
         self._verdicts = arrays.RowMemo()
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.node_affinity(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """A node added, or relabelled, that now matches the pod's required affinity (and the
+        profile's addedAffinity) where it did not before."""
+        return [
+            ce.ClusterEventWithHint(
+                ce.ClusterEvent(ce.Resource.NODE, ce.Action.ADD | ce.Action.UPDATE_NODE_LABEL), self._after_node_change
+            )
+        ]
+
+    def _after_node_change(self, pod: Pod, old: Node | None, new: Node) -> ce.Hint:
+        added = self._added_required
+        if added is not None and not added.matches(new.name, new.labels):
+            return ce.Hint.SKIP
+        required = compile_required_node_affinity(pod)
+        if not required.matches(new):
+            return ce.Hint.SKIP
+        return ce.Hint.QUEUE if old is None or not required.matches(old) else ce.Hint.SKIP
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         required = _node_affinity(pod).get(REQUIRED)

@@ -25,11 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from custom_scheduler.api.model import Pod
+from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.api.node_features import satisfies
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.plugins import signers
 
 NAME = "NodeDeclaredFeatures"
 
@@ -51,6 +53,20 @@ class NodeDeclaredFeatures:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
 
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.features(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """A node that declares new features; the pod needing other features."""
+        return [
+            ce.ClusterEventWithHint(
+                ce.ClusterEvent(ce.Resource.NODE, ce.Action.ADD | ce.Action.UPDATE_NODE_DECLARED_FEATURE),
+                _after_node_change,
+            ),
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE), _after_pod_update),
+        ]
+
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         required = pod.required_node_features
         if not required:
@@ -64,6 +80,15 @@ class NodeDeclaredFeatures:
         if satisfies(node.declared_features if node is not None else _NOTHING, required):
             return SUCCESS
         return _REJECT
+
+
+def _after_node_change(pod: Pod, old: Node | None, new: Node) -> ce.Hint:
+    same = old is not None and old.declared_features == new.declared_features
+    return ce.Hint.SKIP if same else ce.Hint.QUEUE
+
+
+def _after_pod_update(pod: Pod, old: Pod, new: Pod) -> ce.Hint:
+    return ce.Hint.SKIP if old.required_node_features == new.required_node_features else ce.Hint.QUEUE
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeDeclaredFeatures, parse_args=registry.no_args)

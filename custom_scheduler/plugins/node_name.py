@@ -13,10 +13,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.arrays import Mask
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Snapshot, Status
+from custom_scheduler.plugins import signers
 
 NAME = "NodeName"
 
@@ -38,6 +40,14 @@ class NodeName:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.node_name(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Only a new node can be the one the pod names (no hint: always worth a retry)."""
+        return [ce.ClusterEventWithHint(ce.NODE_ADD)]
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         if fits(pod, node_info):

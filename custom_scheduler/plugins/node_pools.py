@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 from custom_scheduler.api import labels, quantity
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.api.resources import CPU
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
@@ -315,6 +316,16 @@ class NodePools:
         self.args = args or NodePoolsArgs()
         self._handle = handle
         self._needs_ns_labels = any(p.members.namespace_selector is not None for p in self.args.pools)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """A node joining a pool (labels, taints) or a new one, a pod leaving a pool's capacity,
+        and the pod's own labels and annotations (membership). No hints: each may help."""
+        node = ce.Action.ADD | ce.Action.UPDATE_NODE_LABEL | ce.Action.UPDATE_NODE_TAINT
+        return [
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.NODE, node)),
+            ce.ClusterEventWithHint(ce.ASSIGNED_POD_DELETE),
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE)),
+        ]
 
     def pod_pools(self, pod: Pod) -> tuple[str, ...]:
         """The pools ``pod`` is a member of, in config order."""

@@ -17,9 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from custom_scheduler.api.model import HostPort, Pod
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.plugins import signers
 
 NAME = "NodePorts"
 
@@ -63,6 +65,18 @@ class NodePorts:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
 
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.host_ports(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """A deleted pod that held a port the pod wants; a new node (ports are immutable, so
+        pod updates never matter)."""
+        return [
+            ce.ClusterEventWithHint(ce.ASSIGNED_POD_DELETE, _after_assigned_pod_delete),
+            ce.ClusterEventWithHint(ce.NODE_ADD),
+        ]
+
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         wanted = tuple(p for p in pod.host_ports if p.port > 0)
         if not wanted:
@@ -75,6 +89,16 @@ class NodePorts:
         if fits_ports(wanted, node_info):
             return SUCCESS
         return _REJECT
+
+
+def _after_assigned_pod_delete(pod: Pod, old: Pod, new: Any) -> ce.Hint:
+    if not old.node_name and not old.nominated_node_name:
+        return ce.Hint.SKIP
+    freed: dict[tuple[str, int], set[str]] = {}
+    for p in old.host_ports:
+        if p.port > 0:
+            freed.setdefault((p.protocol, p.port), set()).add(p.ip)
+    return ce.Hint.QUEUE if any(conflicts(freed, p) for p in pod.host_ports) else ce.Hint.SKIP
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodePorts, parse_args=registry.no_args)

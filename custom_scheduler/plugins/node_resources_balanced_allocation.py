@@ -31,7 +31,7 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SKIP, SUCCESS, CycleState, NodeInfo, StateKey, Status
-from custom_scheduler.plugins import args_reader, resource_allocation
+from custom_scheduler.plugins import args_reader, resource_allocation, signers
 from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, SCALAR, Num, Ops, ResourceSpec
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -156,6 +156,17 @@ class NodeResourcesBalancedAllocation:
         self._scorer = resource_allocation.ResourceAllocationScorer(
             self.args.resources, balanced_resource_scorer, use_requested=True
         )
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments | None:
+        """The requests; not signable with an extended resource a DeviceClass backs (as Fit)."""
+        dra = getattr(self._handle, "dra", None)
+        if (
+            pod.extended_containers
+            and dra is not None
+            and any(dra.extended_resource_class(n) for n in pod.requests.scalar)
+        ):
+            return None
+        return signers.resources(pod)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         pod_requests = self._scorer.pod_requests(pod)

@@ -8,7 +8,10 @@ defaults). Every shortfall is reported, not just the first, so ``kubectl describ
 and ``Insufficient <resource>``. Only resources the pod actually requests (> 0) are compared, so a
 node already over-committed on cpu still takes a pod that requests none. Extended resources listed in
 ``ignoredResources``, or whose domain is in ``ignoredResourceGroups``, are not checked (a device
-plugin or webhook handles them). The status is Unschedulable: evicting pods frees resources, so
+plugin or webhook handles them). Nor is an extended resource a DeviceClass backs (DRAExtendedResource,
+GA in 1.37: its ``extendedResourceName`` or ``deviceclass.resource.kubernetes.io/<class>``) on a node
+whose allocatable lacks it: DynamicResources allocates devices for it there (upstream's
+``shouldDelegateResourceToDRA``). The status is Unschedulable: evicting pods frees resources, so
 preemption may help; but when the pod requests more of some resource than the node can allocate at
 all, no eviction makes room, and the status is UnschedulableAndUnresolvable (preemption skips the
 node), as in upstream's ``fitsRequest`` (``InsufficientResource.Unresolvable``, v1.34+).
@@ -34,12 +37,14 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from custom_scheduler.api.dra_extended import is_extended_resource_name as is_dra_extended_resource_name
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays, registry
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import MAX_NODE_SCORE, SUCCESS, CycleState, NodeInfo, Snapshot, StateKey, Status
-from custom_scheduler.plugins import args_reader, helpers, resource_allocation
+from custom_scheduler.plugins import args_reader, helpers, resource_allocation, resource_hints, signers
 from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
 from custom_scheduler.plugins.resource_allocation import DEFAULT_RESOURCES, Num, Ops, ResourceSpec
 
@@ -161,11 +166,20 @@ class PreFilterState:
     """(resource, quantity, reason) for each requested scalar resource that is not ignored."""
     requests_nothing: bool
     """The pod requests no resource at all: only the pod count is checked."""
+    delegated: frozenset[str] = frozenset()
+    """Extended resources a DeviceClass backs (DRAExtendedResource): on a node whose allocatable
+    lacks one, DynamicResources allocates devices for it, so it is not checked here (fit.go
+    ``shouldDelegateResourceToDRA``)."""
 
 
 def compute_pre_filter_state(
-    pod: Pod, *, ignored_resources: frozenset[str] = frozenset(), ignored_groups: frozenset[str] = frozenset()
+    pod: Pod,
+    *,
+    ignored_resources: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+    dra_backed: Callable[[str], bool] | None = None,
 ) -> PreFilterState:
+    """``dra_backed``: whether a DeviceClass maps the extended resource (None: no DRA)."""
     req = pod.requests
     scalars = []
     for name, qty in req.scalar.items():
@@ -177,7 +191,8 @@ def compute_pre_filter_state(
             continue
         scalars.append((name, qty, insufficient_reason(name)))
     nothing = not (req.milli_cpu or req.memory or req.ephemeral_storage or any(req.scalar.values()))
-    return PreFilterState(req.milli_cpu, req.memory, req.ephemeral_storage, tuple(scalars), nothing)
+    delegated = frozenset(n for n, _, _ in scalars if dra_backed is not None and dra_backed(n))
+    return PreFilterState(req.milli_cpu, req.memory, req.ephemeral_storage, tuple(scalars), nothing, delegated)
 
 
 def insufficient_resources(s: PreFilterState, node_info: NodeInfo) -> list[str]:
@@ -196,7 +211,10 @@ def insufficient_resources(s: PreFilterState, node_info: NodeInfo) -> list[str]:
     if s.ephemeral_storage > 0 and s.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
         reasons.append(ERR_REASON_INSUFFICIENT_EPHEMERAL_STORAGE)
     for name, qty, reason in s.scalars:
-        if qty > alloc.scalar.get(name, 0) - used.scalar.get(name, 0):
+        have = alloc.scalar.get(name, 0)
+        if have <= 0 and name in s.delegated:
+            continue  # DynamicResources allocates it from the node's devices
+        if qty > have - used.scalar.get(name, 0):
             reasons.append(reason)
     return reasons
 
@@ -210,7 +228,11 @@ def exceeds_allocatable(s: PreFilterState, node_info: NodeInfo) -> bool:
         s.milli_cpu > alloc.milli_cpu
         or s.memory > alloc.memory
         or s.ephemeral_storage > alloc.ephemeral_storage
-        or any(qty > alloc.scalar.get(name, 0) for name, qty, _ in s.scalars)
+        or any(
+            qty > alloc.scalar.get(name, 0)
+            for name, qty, _ in s.scalars
+            if alloc.scalar.get(name, 0) > 0 or name not in s.delegated
+        )
     )
 
 
@@ -315,8 +337,9 @@ def fits_mask(s: PreFilterState, cols: NodeArrays) -> arrays.Mask:
     for name, qty, _ in s.scalars:
         have = cols.scalar_alloc.get(name)
         if have is not None:
-            ok &= qty <= have - cols.scalar_req[name]
-        elif qty > 0:
+            fits_here = qty <= have - cols.scalar_req[name]
+            ok &= (fits_here | (have <= 0)) if name in s.delegated else fits_here
+        elif qty > 0 and name not in s.delegated:
             ok &= False
     return ok
 
@@ -344,10 +367,33 @@ class NodeResourcesFit:
         self._ignored_groups = frozenset(self.args.ignored_resource_groups)
         self._scorer = build_scorer(self.args.scoring_strategy)
 
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Room freed or added (see :mod:`.resource_hints`)."""
+        return resource_hints.registrations()
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments | None:
+        """The requests; not signable while a DeviceClass backs one of its extended resources
+        (upstream: DRA-backed extended resources turn signatures off)."""
+        backed = self._dra_backed(pod)
+        if backed is not None and any(backed(n) for n, v in pod.requests.scalar.items() if v):
+            return None
+        return signers.resources(pod)
+
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
-        s = compute_pre_filter_state(pod, ignored_resources=self._ignored, ignored_groups=self._ignored_groups)
+        s = compute_pre_filter_state(
+            pod, ignored_resources=self._ignored, ignored_groups=self._ignored_groups, dra_backed=self._dra_backed(pod)
+        )
         state.write(PRE_FILTER_KEY, s)
         return SUCCESS
+
+    def _dra_backed(self, pod: Pod) -> Callable[[str], bool] | None:
+        """Which of the pod's extended resources a DeviceClass backs (None: it asks for none)."""
+        if not pod.extended_containers:
+            return None
+        dra = getattr(self._handle, "dra", None)
+        if dra is None:
+            return None
+        return lambda name: is_dra_extended_resource_name(name) and dra.extended_resource_class(name) is not None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         """The node's own fields against PreFilter's request: every shortfall is a reason."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from custom_scheduler.api.model import Pod, Taint, tolerates_all
+from custom_scheduler.api.model import Node, Pod, Taint, tolerates_all
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.arrays import Mask, NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Snapshot, Status
+from custom_scheduler.plugins import signers
 
 NAME = "NodeUnschedulable"
 
@@ -36,6 +38,21 @@ class NodeUnschedulable:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
 
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.tolerations(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """A node added schedulable or uncordoned; the pod given a toleration of the cordon taint."""
+        return [
+            ce.ClusterEventWithHint(
+                ce.ClusterEvent(ce.Resource.NODE, ce.Action.ADD | ce.Action.UPDATE_NODE_TAINT), _after_node_change
+            ),
+            ce.ClusterEventWithHint(
+                ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_TOLERATION), _after_toleration_change
+            ),
+        ]
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         node = node_info.node
         if node is None:
@@ -51,6 +68,15 @@ class NodeUnschedulable:
             return True
         mask: Mask = a.unschedulable == 0
         return mask
+
+
+def _after_node_change(pod: Pod, old: Node | None, new: Node) -> ce.Hint:
+    uncordoned = old.unschedulable and not new.unschedulable if old is not None else not new.unschedulable
+    return ce.Hint.QUEUE if uncordoned else ce.Hint.SKIP
+
+
+def _after_toleration_change(pod: Pod, old: Pod, new: Pod) -> ce.Hint:
+    return ce.Hint.QUEUE if tolerates_all(new.tolerations, UNSCHEDULABLE_TAINT) else ce.Hint.SKIP
 
 
 SPEC = registry.PluginSpec(NAME, factory=NodeUnschedulable, parse_args=registry.no_args)

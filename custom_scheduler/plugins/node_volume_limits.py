@@ -28,10 +28,12 @@ from typing import Any, ClassVar
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.api.storage import CSINode, PersistentVolumeClaim, not_found
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, Status
 from custom_scheduler.framework.volumes import VolumeStore
+from custom_scheduler.plugins import signers, volume_hints
 
 NAME = "NodeVolumeLimits"
 
@@ -129,6 +131,14 @@ class NodeVolumeLimits:
         self.handle = handle
         # Placeholder handles of unbound claims must not collide with real volume handles.
         self._prefix = secrets.token_hex(16)
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.volumes(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """The storage changes that may help (see :mod:`.volume_hints`)."""
+        return volume_hints.registrations(NAME)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         return SUCCESS if any(v.claim for v in pod.volumes) else SKIP

@@ -37,6 +37,7 @@ import numpy as np
 from custom_scheduler.api.labels import IN, Requirement, Selector, SelectorError, compile_selector
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec
@@ -53,7 +54,7 @@ from custom_scheduler.framework.types import (
     StateNotFoundError,
     Status,
 )
-from custom_scheduler.plugins import args_reader, spread_tally
+from custom_scheduler.plugins import args_reader, pod_hints, spread_tally
 from custom_scheduler.plugins.spread_tally import Constraint
 
 NAME = "PodTopologySpread"
@@ -272,6 +273,34 @@ class PodTopologySpread:
         self._tally = arrays.RowTally()
         self._domain_ids = arrays.RowMemo()
         self._domains: dict[str, dict[str | None, int]] = {}  # topology key -> value -> id (None, 0: no label)
+
+    def sign_pod(self, pod: Pod) -> list[tuple[str, object]] | None:
+        """Not signable with constraints of its own or default ones (so, with the system defaults,
+        no pod is: upstream's rule)."""
+        return None if pod.topology_spread_constraints or self._defaults else []
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Assigned pods the constraints count, nodes carrying their topology keys, and the pod's
+        own labels and tolerations (see :mod:`.pod_hints`)."""
+
+        def constraints(pod: Pod) -> list[Constraint]:
+            return self._constraints(pod, DO_NOT_SCHEDULE)
+
+        pods = ce.ClusterEvent(ce.Resource.ASSIGNED_POD, ce.Action.ADD | ce.Action.UPDATE_POD_LABEL | ce.Action.DELETE)
+        target = ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_TOLERATION | ce.Action.UPDATE_POD_LABEL)
+        nodes = ce.ClusterEvent(
+            ce.Resource.NODE,
+            ce.Action.ADD | ce.Action.DELETE | ce.Action.UPDATE_NODE_LABEL | ce.Action.UPDATE_NODE_TAINT,
+        )
+        return [
+            ce.ClusterEventWithHint(
+                pods, lambda p, o, n: pod_hints.spread_after_assigned_pod_change(p, o, n, constraints(p))
+            ),
+            ce.ClusterEventWithHint(
+                target, lambda p, o, n: pod_hints.spread_after_target_pod_change(p, o, n, constraints(p))
+            ),
+            ce.ClusterEventWithHint(nodes, lambda p, o, n: pod_hints.spread_after_node_change(p, o, n, constraints(p))),
+        ]
 
     # -- filtering --------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, Status
@@ -38,10 +39,19 @@ class SchedulingGates:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
 
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """Only the pod's own update can remove its last gate."""
+        event = ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
+        return [ce.ClusterEventWithHint(event, _after_gates_eliminated)]
+
     def pre_enqueue(self, pod: Pod) -> Status:
         if not pod.scheduling_gates:
             return SUCCESS
         return Status.unresolvable(gated_message(pod.scheduling_gates)).with_plugin(NAME)
+
+
+def _after_gates_eliminated(pod: Pod, old: Pod, new: Pod) -> ce.Hint:
+    return ce.Hint.SKIP if new.scheduling_gates else ce.Hint.QUEUE
 
 
 SPEC = registry.PluginSpec(NAME, factory=SchedulingGates, parse_args=registry.no_args)

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from custom_scheduler.api.model import Pod, Taint, Toleration, tolerates_all
+from custom_scheduler.api.model import Node, Pod, Taint, Toleration, tolerates_all
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.arrays import Mask, NodeArrays
 from custom_scheduler.framework.interface import Handle
@@ -33,7 +34,7 @@ from custom_scheduler.framework.types import (
     StateKey,
     Status,
 )
-from custom_scheduler.plugins import helpers
+from custom_scheduler.plugins import helpers, signers
 
 NAME = "TaintToleration"
 
@@ -70,6 +71,19 @@ class TaintToleration:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.tolerations(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """A node whose hard taints the pod now tolerates; the pod given a toleration."""
+        return [
+            ce.ClusterEventWithHint(
+                ce.ClusterEvent(ce.Resource.NODE, ce.Action.ADD | ce.Action.UPDATE_NODE_TAINT), _after_node_change
+            ),
+            ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_TOLERATION)),
+        ]
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         node = node_info.node
@@ -124,6 +138,12 @@ class TaintToleration:
     def normalize_batch(self, state: CycleState, pod: Pod, raw: list[int]) -> list[int]:
         """:meth:`normalize_score` on the batch path (no NodeScore objects)."""
         return helpers.default_normalize_list(raw, reverse=True)
+
+
+def _after_node_change(pod: Pod, old: Node | None, new: Node) -> ce.Hint:
+    was = old is None or find_untolerated_taint(old.taints, pod.tolerations) is not None
+    now = find_untolerated_taint(new.taints, pod.tolerations) is not None
+    return ce.Hint.QUEUE if was and not now else ce.Hint.SKIP
 
 
 SPEC = registry.PluginSpec(NAME, factory=TaintToleration, parse_args=registry.no_args)

@@ -50,6 +50,7 @@ from custom_scheduler.api.storage import (
     pv_from_json,
     pvc_from_json,
 )
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import (
@@ -63,7 +64,7 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.framework.volumes import VolumeStore
-from custom_scheduler.plugins import args_reader, helpers
+from custom_scheduler.plugins import args_reader, helpers, signers, volume_hints
 from custom_scheduler.plugins.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, UtilizationShapePoint
 from custom_scheduler.plugins.volume_binder import (
     ERR_REASON_BIND_CONFLICT,
@@ -211,6 +212,14 @@ class VolumeBinding:
     def __init__(self, args: VolumeBindingArgs | None, handle: Handle) -> None:
         self.args = args or VolumeBindingArgs()
         self.handle = handle
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.volumes(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """The storage changes that may help (see :mod:`.volume_hints`)."""
+        return volume_hints.registrations(NAME)
 
     @property
     def store(self) -> VolumeStore:

@@ -24,9 +24,11 @@ from typing import Any, ClassVar
 
 from custom_scheduler.api.model import Pod, PodVolume
 from custom_scheduler.api.storage import READ_WRITE_ONCE_POD, not_found
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.plugins import signers, volume_hints
 
 NAME = "VolumeRestrictions"
 
@@ -83,6 +85,14 @@ class VolumeRestrictions:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args
         self.handle = handle
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.volumes(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """The storage changes that may help (see :mod:`.volume_hints`)."""
+        return volume_hints.registrations(NAME, conflict=is_volume_conflict)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         if not pod.volumes:

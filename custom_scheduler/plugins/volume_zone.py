@@ -24,9 +24,11 @@ from custom_scheduler.api.storage import (
     not_found,
     pv_zone_topologies,
 )
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.plugins import signers, volume_hints
 
 NAME = "VolumeZone"
 
@@ -43,6 +45,14 @@ class VolumeZone:
     def __init__(self, args: Any, handle: Handle) -> None:
         del args
         self.handle = handle
+
+    def sign_pod(self, pod: Pod) -> signers.Fragments:
+        """What this plugin reads of the pod (opportunistic batching)."""
+        return signers.volumes(pod)
+
+    def events_to_register(self) -> list[ce.ClusterEventWithHint]:
+        """The storage changes that may help (see :mod:`.volume_hints`)."""
+        return volume_hints.registrations(NAME)
 
     def pv_topologies(self, pod: Pod) -> list[tuple[str, frozenset[str]]] | Status:
         """(label key, allowed values) of every PV the pod's claims are bound to, or the status

@@ -25,10 +25,11 @@ from typing import Any
 import structlog
 
 from custom_scheduler.api.model import Pod, PodDisruptionBudget, namespace_from_json, pdb_from_json
+from custom_scheduler.config.gates import DEFAULT_GATES, FeatureGates
 from custom_scheduler.config.schema import SchedulerConfig
-from custom_scheduler.core import dra_events, volume_events
 from custom_scheduler.core.assembly import FrameworkInputs, Ports, assemble
 from custom_scheduler.core.cache import Cache
+from custom_scheduler.core.decision_store import DecisionRing, RingConfig
 from custom_scheduler.core.events import Writer
 from custom_scheduler.core.informers import (
     NULL_SINK,
@@ -43,7 +44,7 @@ from custom_scheduler.core.informers import (
 )
 from custom_scheduler.core.scheduler import Decision, Observer
 from custom_scheduler.core.selectors import DefaultSelectors
-from custom_scheduler.framework import loadmetrics
+from custom_scheduler.framework import cluster_events, fragmentation, loadmetrics
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.evictor import ApiEvictor
 from custom_scheduler.framework.extender import Extenders, api_pod_json
@@ -56,7 +57,8 @@ from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.plugins import dynamic_resources, gang_scheduling, load_aware
+from custom_scheduler.plugins import gang_hints, load_aware
+from custom_scheduler.server.decision_log import DecisionLog
 from custom_scheduler.server.metrics import Metrics
 
 log = structlog.get_logger("custom_scheduler.server.app")
@@ -82,6 +84,8 @@ class App:
         watch_read_timeout: float = 90.0,
         metrics: Metrics | None = None,
         metrics_sources: loadmetrics.Sources | None = None,
+        decision_record: RingConfig | None = None,
+        gates: FeatureGates = DEFAULT_GATES,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -111,19 +115,34 @@ class App:
         self.gangs = GangStore(is_placed=lambda uid: self.cache.get_pod(uid) is not None, served=())
         self._build_listers()
         self._build_writers(config)
+        # The decision record (``why``) and shadow comparisons: fed by every cycle, off its thread.
+        self.decision_log = self._decision_log(decision_record, metrics)
         ports = Ports(
             events=self.writer,
             evictor=self.evictor,
             observer=observer or (metrics.observer() if metrics is not None else None),
-            on_decision=on_decision,
+            on_decision=_both(on_decision, self.decision_log.on_decision if self.decision_log else None),
             fence=self.fence,
             dry_run=dry_run,
+            gates=gates,
         )
         assembly = assemble(config, self.cache, self._frameworks, ports)
         self.scheduler, self.queue, self._inputs = assembly.scheduler, assembly.queue, assembly.inputs
+        if decision_record is not None and dry_run:
+            self.scheduler.cycle.detail = True  # a shadow compares per-plugin scores on many nodes
+        elif decision_record is not None and decision_record.scores:
+            # The record's top plugins and runner-up: the fast path's columns of those two nodes.
+            self.scheduler.cycle.algorithm.keep_top = True
         if metrics is not None:  # read at each scrape
             metrics.track_queue(self.queue.incoming_counts, self.queue.unschedulable_reasons)
             metrics.track_binding(self.scheduler.binding.in_flight)
+            metrics.track_batching(self._batch_counts)
+            accelerators, problems = fragmentation.daemon_view(
+                self.cache.update_snapshot, self.scheduler.snapshot, [p.plugin_args for p in config.profiles]
+            )
+            for problem in problems:
+                log.warning("accelerator_metrics_config", problem=problem)
+            metrics.track_accelerators(accelerators)
         self._build_scheduler_informers()
         self._build_store_informers(config)
         # PodGroup status (condition / phase and counts), written off the scheduling thread.
@@ -182,6 +201,7 @@ class App:
             fan_out(
                 CallbackSink(self.gangs.member_added, self.gangs.member_updated, self.gangs.member_deleted),
                 CallbackSink(self.scheduler.on_pod_add, self.scheduler.on_pod_update, self.scheduler.on_pod_delete),
+                *self._decision_sinks(),
             ),
             read_timeout=self._watch_read_timeout,
             **self._inf_kw("pods"),
@@ -194,29 +214,65 @@ class App:
         )
 
     def _build_store_informers(self, config: SchedulerConfig) -> None:
-        """The volume, DRA and PodGroup stores' informers, each change retrying the pods it may help."""
+        """The volume, DRA and PodGroup stores' informers, each change retrying the pods it may help.
+
+        A store's informers start only when an enabled plugin registers for its objects' events
+        (the plugins' ``events_to_register``, as upstream starts the informers its plugins' events
+        name): a server without resource.k8s.io/v1 or the PodGroup APIs, or RBAC without them, must
+        not keep a profile that does not use them from syncing. A reload that starts using them
+        later needs a restart (until then those pods wait)."""
         timeout = self._watch_read_timeout
+        wanted = {reg.event.resource for fwk in self.profiles.values() for reg in fwk.requeue.registrations()}
         # PVs, PVCs, StorageClasses and CSI objects for the volume plugins (and their assume cache).
         self.volumes.pod_exists = lambda uid: self.pods.get(uid) is not None
         self.volumes.node_labels = self._node_labels
         self.volumes.add_listener(self._on_volume_change)
-        self.volume_informers = volume_informers(self.watch_client, self.volumes, self._inf_kw, read_timeout=timeout)
-        # ResourceSlices, DeviceClasses and ResourceClaims for DynamicResources (allocated devices),
-        # only when a profile enables it (as upstream starts them only with DRA enabled): a server
-        # without resource.k8s.io/v1, or RBAC without it, must not keep the daemon from syncing.
-        # A reload that enables it later needs a restart (until then its pods wait, gated).
+        self.volume_informers = (
+            volume_informers(self.watch_client, self.volumes, self._inf_kw, read_timeout=timeout)
+            if wanted & cluster_events.STORAGE_RESOURCES
+            else []
+        )
+        # ResourceSlices, DeviceClasses and ResourceClaims (allocated devices).
         self.dra.add_listener(self._on_dra_change)
-        uses_dra = any(dynamic_resources.NAME in p.plugin_names() for p in config.profiles)
         self.dra_informers = (
-            dra_informers(self.watch_client, self.dra, self._inf_kw, read_timeout=timeout) if uses_dra else []
+            dra_informers(self.watch_client, self.dra, self._inf_kw, read_timeout=timeout)
+            if wanted & cluster_events.DRA_RESOURCES
+            else []
         )
-        # PodGroup informers only when a profile enables GangScheduling (upstream: GenericWorkload);
-        # either API may be absent (CRD not installed, server before 1.37): then they wait quietly.
+        # PodGroups of either API (absent CRD or a server before 1.37: they wait quietly).
         self.gangs.add_listener(self._on_gang_change)
-        uses_gangs = any(gang_scheduling.NAME in p.plugin_names() for p in config.profiles)
+        if self.metrics is not None:  # GangScheduling's reservations, read at each scrape
+            self.metrics.track_reservations(self.gangs.reservations.summary)
         self.gang_informers = (
-            gang_informers(self.watch_client, self.gangs, self._inf_kw, read_timeout=timeout) if uses_gangs else []
+            gang_informers(self.watch_client, self.gangs, self._inf_kw, read_timeout=timeout)
+            if cluster_events.Resource.POD_GROUP in wanted
+            else []
         )
+
+    def _decision_log(self, cfg: RingConfig | None, metrics: Metrics | None) -> DecisionLog | None:
+        """The recorder, when the record is on: it writes to its ring only while leading (a
+        shadow, which has no elector, always: to a ring named for the shadow)."""
+        if cfg is None:
+            return None
+        return DecisionLog(
+            DecisionRing(self.client, cfg),
+            shadow=self.dry_run,
+            profiles=lambda: self.profiles,
+            profile_of=lambda uid: p.scheduler_name if (p := self.pods.get(uid)) is not None else "",
+            fence=self.fence,
+            registry=metrics.registry if metrics is not None else None,
+        )
+
+    def _batch_counts(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """Opportunistic batching's counts per profile, for the metrics."""
+        batches = dict(self.scheduler.cycle.batches)
+        attempts = {(p, r): n for p, b in batches.items() for r, n in dict(b.attempts).items()}
+        flushes = {(p, r): n for p, b in batches.items() for r, n in dict(b.flushes).items()}
+        return attempts, flushes
+
+    def _decision_sinks(self) -> list[CallbackSink[Pod]]:
+        d = self.decision_log
+        return [] if d is None else [CallbackSink(d.pod_added, d.pod_updated, d.pod_deleted)]
 
     @property
     def profiles(self) -> dict[str, Framework]:
@@ -264,9 +320,7 @@ class App:
     def _load_metrics_for(self, config: SchedulerConfig) -> loadmetrics.MetricsServerSource | None:
         src = load_aware.metrics_source_for(config, self.client, self.metrics_sources)
         if src is not None:
-            src.add_listener(
-                lambda: self.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={load_aware.NAME})
-            )
+            src.add_listener(lambda: self.queue.move_all_to_active_or_backoff(load_aware.METRICS_REFRESHED))
         return src
 
     def _stop_load_metrics(self) -> None:
@@ -321,20 +375,22 @@ class App:
 
     def _on_volume_change(self, kind: str, old: Any, new: Any) -> None:
         """A storage object changed: retry the pods a volume plugin rejected that it may help."""
-        rq = volume_events.requeue_for(kind, old, new)
-        if rq is not None:
-            self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
+        self._on_store_change(kind, old, new)
 
     def _on_dra_change(self, kind: str, old: Any, new: Any) -> None:
         """A DRA object changed: retry the pods DynamicResources rejected (or gated) that it may help."""
-        rq = dra_events.requeue_for(kind, old, new)
-        if rq is not None:
-            self.queue.move_all_to_active_or_backoff(rq.event, rq.pre_check, plugins=rq.plugins)
+        self._on_store_change(kind, old, new)
+
+    def _on_store_change(self, kind: str, old: Any, new: Any) -> None:
+        """Pass a store's change to the queue as its cluster event: the plugins' hints decide."""
+        event = cluster_events.store_event(kind, old, new)
+        if event is not None:
+            self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def _on_gang_change(self, change: GangChange) -> None:
         """A PodGroup appeared, lowered its minCount, or gained a member: retry that group's
         members GangScheduling held back (and only those)."""
-        self.queue.move_all_to_active_or_backoff(change.event, change.matches, plugins={gang_scheduling.NAME})
+        self.queue.move_all_to_active_or_backoff(gang_hints.change_event(change), None, change)
 
     def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
         ns = self.namespaces.get(name)
@@ -380,6 +436,10 @@ class App:
             self.load_metrics.start()
         self._spawn("queue-flush", lambda: self.queue.run_flush_loops(self.stop_event))
         self._spawn("cache-cleanup", self._cleanup_loop)
+        recorder = self.decision_log
+        if recorder is not None:  # before the first decision: the bindings it sees are then ours to record
+            recorder.active = True
+            self._spawn("decision-record", lambda: recorder.run(self.stop_event))
         self._spawn("scheduling", lambda: self.scheduler.run(self.stop_event))
         log.info("scheduling_started", profiles=sorted(self.profiles))
 
@@ -430,6 +490,20 @@ class App:
     def wait(self) -> None:
         while not self.stop_event.wait(1.0):
             pass
+
+
+def _both(
+    a: Callable[[Decision], None] | None, b: Callable[[Decision], None] | None
+) -> Callable[[Decision], None] | None:
+    """One ``on_decision`` hook calling ``a`` then ``b`` (either may be None)."""
+    if a is None or b is None:
+        return a or b
+
+    def both(d: Decision) -> None:
+        a(d)
+        b(d)
+
+    return both
 
 
 #: Connections the informers' client keeps (see ``App.__init__``).

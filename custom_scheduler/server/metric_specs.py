@@ -203,6 +203,20 @@ QUEUE_INCOMING_PODS = FamilySpec(
     ("queue", "event"),
     STABLE,
 )
+BATCH_ATTEMPTS = FamilySpec(
+    "counter",
+    "scheduler_batch_attempts_total",
+    "Counts of results when we attempt to use batching.",
+    ("profile", "result"),
+    ALPHA,
+)
+BATCH_CACHE_FLUSHED = FamilySpec(
+    "counter",
+    "scheduler_batch_cache_flushed_total",
+    "Counts of cache flushes by reason.",
+    ("profile", "reason"),
+    ALPHA,
+)
 UNSCHEDULABLE_PODS = FamilySpec(
     "gauge",
     "scheduler_unschedulable_pods",
@@ -315,4 +329,77 @@ CONFIG_RELOAD_FAILURES = MetricSpec(
     prom.Counter,
     "custom_scheduler_config_reload_failures_total",
     "Configuration reloads rejected (invalid file); the previous configuration stays in force.",
+)
+# Accelerator fragmentation, computed at scrape time from the cache (framework/fragmentation.py
+# defines each number; docs/defrag.md explains how to read them).
+ACCELERATORS_FREE = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerators_free",
+    "Free units of an accelerator resource (allocatable minus requested) on schedulable nodes.",
+    ("resource",),
+)
+ACCELERATORS_CAPACITY = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerators_allocatable",
+    "Allocatable units of an accelerator resource on schedulable nodes.",
+    ("resource",),
+)
+ACCELERATORS_STRANDED = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerators_stranded",
+    "Free units of an accelerator resource on nodes with fewer than 'size' free: no pod requesting "
+    "'size' of them can use these.",
+    ("resource", "size"),
+)
+ACCELERATORS_HOSTABLE = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerator_hostable_pods",
+    "How many pods requesting 'size' units of an accelerator resource fit at once, by free units alone.",
+    ("resource", "size"),
+)
+ACCELERATOR_LARGEST_FREE_BLOCK = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerator_largest_free_block",
+    "The most free units of an accelerator resource on one schedulable node.",
+    ("resource",),
+)
+ACCELERATOR_DOMAIN_FREE = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerator_domain_free",
+    "Free units of an accelerator resource in one topology domain (the domain label's value).",
+    ("resource", "domain"),
+)
+ACCELERATOR_DOMAIN_LARGEST_FREE_BLOCK = FamilySpec(
+    "gauge",
+    "custom_scheduler_accelerator_domain_largest_free_block",
+    "The most free units of an accelerator resource on one schedulable node of a topology domain.",
+    ("resource", "domain"),
+)
+SHADOW_DECISIONS = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_shadow_decisions_total",
+    "Shadow mode (--dry-run): pods of a profile seen bound, by how the shadow's decision compared with "
+    "the real binding: agree, disagree, shadow-unschedulable, or missed (bound before the shadow decided).",
+    ("profile", "result"),
+)
+DECISION_RECORD_ENTRIES = MetricSpec(
+    prom.Counter,
+    "custom_scheduler_decision_record_entries_total",
+    "Decision record entries (see `custom-scheduler why`) by result: written to the ConfigMap ring, "
+    "or dropped (writes refused for longer than the buffer holds, two segments of entries; or an entry too large).",
+    ("result",),
+)
+# GangScheduling's reservations for starving gangs (plugins/gang_reservations.py; docs/gangs.md),
+# read at scrape time from the gang store's reservation book.
+GANG_RESERVATIONS = FamilySpec(
+    "gauge",
+    "custom_scheduler_gang_reservations",
+    "Reservations in force for gangs pending longer than GangScheduling's reservation threshold.",
+    ("profile",),
+)
+GANG_RESERVED_CAPACITY = FamilySpec(
+    "gauge",
+    "custom_scheduler_gang_reserved_capacity",
+    "Capacity those reservations hold, by resource (milli-CPU for cpu, bytes for memory, counts otherwise).",
+    ("profile", "resource"),
 )

@@ -28,20 +28,24 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import prometheus_client as prom
+import structlog
 from prometheus_client import exposition
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from custom_scheduler.core.scheduler import Observer
 from custom_scheduler.framework import instrument as ins
+from custom_scheduler.framework.fragmentation import ResourceFragmentation
 from custom_scheduler.framework.types import Code
 from custom_scheduler.kube.client import RequestObserver
 from custom_scheduler.server import metric_specs as ms
 from custom_scheduler.server.metric_specs import ATTEMPT_BUCKETS, exponential_buckets
+
+log = structlog.get_logger("custom_scheduler.metrics")
 
 __all__ = ["ATTEMPT_BUCKETS", "QUEUES", "Metrics", "MetricsObserver", "exponential_buckets"]
 
@@ -145,6 +149,10 @@ class Metrics:
         self.scrape_time = ScrapeTime(self.framework)
         r.register(self.scrape_time)
         self._pending_source: Callable[[], Mapping[str, int]] | None = None
+        self.accelerators = AcceleratorMetrics()
+        r.register(self.accelerators)
+        self.reservations = ReservationMetrics()
+        r.register(self.reservations)
 
     # -- hooks for the rest of the daemon -------------------------------------------------------
     def observer(self) -> MetricsObserver:
@@ -165,9 +173,26 @@ class Metrics:
         self.scrape_time.incoming = incoming
         self.scrape_time.unschedulable = unschedulable
 
+    def track_batching(
+        self, counts: Callable[[], tuple[Mapping[tuple[str, str], int], Mapping[tuple[str, str], int]]]
+    ) -> None:
+        """Read ``scheduler_batch_attempts_total`` and ``scheduler_batch_cache_flushed_total``
+        ((profile, result) and (profile, reason) counts) at every scrape."""
+        self.scrape_time.batching = counts
+
     def track_binding(self, in_flight: Callable[[], int]) -> None:
         """Read ``scheduler_goroutines{operation="binding"}`` (binding cycles in flight) at every scrape."""
         self.scrape_time.binding = in_flight
+
+    def track_accelerators(self, source: Callable[[], Sequence[ResourceFragmentation]]) -> None:
+        """Export the accelerator fragmentation ``source`` computes (e.g. a
+        :class:`~custom_scheduler.framework.fragmentation.AcceleratorView` of the cache) at every scrape."""
+        self.accelerators.source = source
+
+    def track_reservations(self, source: Callable[[], Mapping[str, tuple[int, Mapping[str, int]]]]) -> None:
+        """Export the gang reservations ``source`` reports (the gang store's
+        ``reservations.summary``: per profile, how many and the capacity held) at every scrape."""
+        self.reservations.source = source
 
     def _refresh(self) -> None:
         self.deferred.flush()
@@ -380,6 +405,7 @@ class ScrapeTime(Collector):
         self.incoming: Callable[[], Mapping[tuple[str, str], int]] | None = None
         self.unschedulable: Callable[[], Mapping[tuple[str, str], int]] | None = None
         self.binding: Callable[[], int] | None = None
+        self.batching: Callable[[], tuple[Mapping[tuple[str, str], int], Mapping[tuple[str, str], int]]] | None = None
         self._seen_reasons: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -392,7 +418,14 @@ class ScrapeTime(Collector):
         with self._lock:
             self._seen_reasons.update(reasons)
             seen = sorted(self._seen_reasons)
-        fam_incoming, fam_unschedulable, fam_goroutines, fam_evaluations, fam_threads = self._families()
+        fam_incoming, fam_unschedulable, fam_goroutines, fam_evaluations, fam_threads, fam_batch, fam_flush = (
+            self._families()
+        )
+        attempts, flushes = self.batching() if self.batching is not None else ({}, {})
+        for key, n in sorted(attempts.items()):
+            fam_batch.add_metric(list(key), n)
+        for key, n in sorted(flushes.items()):
+            fam_flush.add_metric(list(key), n)
         for (queue, event), n in sorted(incoming.items()):
             fam_incoming.add_metric([queue, event], n)
         for key in seen:
@@ -402,11 +435,19 @@ class ScrapeTime(Collector):
         for (plugin, point, profile), n in sorted(dict(self.framework.tally).items()):
             fam_evaluations.add_metric([plugin, point, profile], n)
         fam_threads.add_metric([], threading.active_count())
-        return fam_incoming, fam_unschedulable, fam_goroutines, fam_evaluations, fam_threads
+        return fam_incoming, fam_unschedulable, fam_goroutines, fam_evaluations, fam_threads, fam_batch, fam_flush
 
     @staticmethod
     def _families() -> tuple[CounterMetricFamily | GaugeMetricFamily, ...]:
-        specs = (ms.QUEUE_INCOMING_PODS, ms.UNSCHEDULABLE_PODS, ms.GOROUTINES, ms.PLUGIN_EVALUATION, ms.THREADS)
+        specs = (
+            ms.QUEUE_INCOMING_PODS,
+            ms.UNSCHEDULABLE_PODS,
+            ms.GOROUTINES,
+            ms.PLUGIN_EVALUATION,
+            ms.THREADS,
+            ms.BATCH_ATTEMPTS,
+            ms.BATCH_CACHE_FLUSHED,
+        )
         return tuple(_family(spec) for spec in specs)
 
 
@@ -414,3 +455,83 @@ def _family(spec: ms.FamilySpec) -> CounterMetricFamily | GaugeMetricFamily:
     if spec.kind == "counter":
         return CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
     return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+
+
+class AcceleratorMetrics(Collector):
+    """The accelerator fragmentation families (``custom_scheduler_accelerator*``), computed from
+    ``source`` at each scrape; nothing is exported until the daemon sets a source. A source that
+    fails costs these families that one scrape (logged), never the rest of ``/metrics``."""
+
+    SPECS = (
+        ms.ACCELERATORS_FREE,
+        ms.ACCELERATORS_CAPACITY,
+        ms.ACCELERATORS_STRANDED,
+        ms.ACCELERATORS_HOSTABLE,
+        ms.ACCELERATOR_LARGEST_FREE_BLOCK,
+        ms.ACCELERATOR_DOMAIN_FREE,
+        ms.ACCELERATOR_DOMAIN_LARGEST_FREE_BLOCK,
+    )
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Sequence[ResourceFragmentation]] | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        return tuple(GaugeMetricFamily(s.name, s.help, labels=s.labels) for s in self.SPECS)
+
+    def collect(self) -> Iterable[Metric]:
+        if self.source is None:
+            return ()
+        try:
+            report = list(self.source())
+        except Exception:  # a metric must not break the scrape (nor the daemon)
+            log.exception("accelerator_metrics_failed")
+            return ()
+        free, capacity, stranded, hostable, largest, domain_free, domain_largest = families = self._families()
+        for f in report:
+            free.add_metric([f.resource], f.free)
+            capacity.add_metric([f.resource], f.capacity)
+            largest.add_metric([f.resource], f.largest_free_block)
+            for size, n in f.stranded.items():
+                stranded.add_metric([f.resource, str(size)], n)
+            for size, n in f.hostable.items():
+                hostable.add_metric([f.resource, str(size)], n)
+            for domain, d in f.domains.items():
+                domain_free.add_metric([f.resource, domain], d.free)
+                domain_largest.add_metric([f.resource, domain], d.largest_free_block)
+        return families
+
+
+class ReservationMetrics(Collector):
+    """``custom_scheduler_gang_reservations{profile}`` and ``custom_scheduler_gang_reserved_capacity
+    {profile,resource}``, read from ``source`` at each scrape. A series once seen stays, at 0 when
+    its reservations ended (a dashboard sees the reservation go, not the series vanish)."""
+
+    SPECS = (ms.GANG_RESERVATIONS, ms.GANG_RESERVED_CAPACITY)
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Mapping[str, tuple[int, Mapping[str, int]]]] | None = None
+        self._seen: set[str] = set()
+        self._seen_resources: set[tuple[str, str]] = set()
+
+    def describe(self) -> Iterable[Metric]:
+        return tuple(_family(s) for s in self.SPECS)
+
+    def collect(self) -> Iterable[Metric]:
+        if self.source is None:
+            return ()
+        try:
+            summary = dict(self.source())
+        except Exception:  # a metric must not break the scrape (nor the daemon)
+            log.exception("reservation_metrics_failed")
+            return ()
+        self._seen.update(summary)
+        self._seen_resources.update((p, r) for p, (_, held) in summary.items() for r in held)
+        count, capacity = families = tuple(_family(s) for s in self.SPECS)
+        for profile in sorted(self._seen):
+            count.add_metric([profile], summary.get(profile, (0, {}))[0])
+        for profile, resource in sorted(self._seen_resources):
+            capacity.add_metric([profile, resource], summary.get(profile, (0, {}))[1].get(resource, 0))
+        return families

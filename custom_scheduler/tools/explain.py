@@ -32,22 +32,25 @@ Semantics worth knowing:
   workload: the Services, ReplicationControllers, ReplicaSets and StatefulSets of the cluster (or
   the snapshot) that select it, as in the daemon. A snapshot without those sections, or a kind the
   credentials may not list (a warning on stderr), leaves the pod without a workload.
-- **A gang member is explained alone**: for a pod of a PodGroup the report says which group, its
-  minCount, how many members exist and are placed, and whether GangScheduling's PreEnqueue barrier
-  holds the pod (then it is gated, as above). The node verdicts are this pod's own; the daemon
-  places the gang's queued members together and commits only a whole gang (``simulate`` shows a
-  gang's outcome).
+- **A gang member**: for a pod of a PodGroup the report says which group, its minCount, how many
+  members exist and are placed, and whether GangScheduling's PreEnqueue barrier holds the pod
+  (then it is gated, as above). :func:`explain_pod` gives this pod's own verdicts; the command
+  (:mod:`.explain_context`) then replaces the result of a pending member by the group cycle's,
+  since the daemon places a gang's queued members together and commits only a whole gang.
+- **More than upstream's reasons**: each rejected node gets the particulars its failing plugins
+  leave out (which taint, which label, short by how much of what, which claim), and an
+  unschedulable pod the nodes closest to fitting with the smallest change each needs
+  (:mod:`.explain_reasons`). The result's message stays the daemon's, word for word.
+- Where the configuration comes from (the daemon's /configz, its ConfigMap, ``--config``) is
+  :mod:`.explain_config`'s business; the report's first line names it.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
 import random
 import re
-import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,24 +68,14 @@ from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework, FrameworkError, ScoredNode
 from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
 from custom_scheduler.plugins import dynamic_resources, gang_scheduling
-from custom_scheduler.tools import report
+from custom_scheduler.tools import explain_claims, explain_reasons, explain_volumes, report
 from custom_scheduler.tools.cluster_state import GroupReport
 from custom_scheduler.tools.snapshot import (
-    EXIT_OK,
-    EXIT_RUNTIME,
     ClusterState,
     ToolError,
     build_cache,
-    connect,
-    deployed_scheduler_config,
     dump_yaml,
-    fetch_live,
-    load_cluster,
-    load_objects,
-    load_scheduler_config,
-    print_warnings,
     resolve_priority,
-    run_command,
     to_pod,
 )
 
@@ -109,6 +102,15 @@ class NodeVerdict:
     code: str = ""
     reasons: list[str] = field(default_factory=list)
     checks: list[FilterCheck] = field(default_factory=list)
+    detail: list[str] = field(default_factory=list)
+    """What the failing plugins' reasons leave out (:func:`explain_reasons.details`)."""
+
+    @property
+    def failing(self) -> list[str]:
+        """The Filter plugins that reject the node: each one's own verdict when they ran, else the
+        framework's (the first failing plugin)."""
+        failed = [c.plugin for c in self.checks if c.verdict == "fail"]
+        return failed or ([self.plugin] if self.plugin else [])
 
 
 @dataclass(slots=True)
@@ -196,6 +198,12 @@ class Explanation:
     """Set when PreEnqueue rejects the pod: the daemon never attempts it, so nothing else is run."""
     gang: GangNote | None = None
     """Set for a pod of a PodGroup."""
+    fixes: list[explain_reasons.NodeFix] = field(default_factory=list)
+    """For an unschedulable pod: the nodes closest to fitting and what each lacks."""
+    config_source: str = ""
+    """Where the configuration came from (the first line of the report)."""
+    group: list[tuple[str, str, str]] = field(default_factory=list)
+    """For a gang member: the group cycle's verdict on every queued member (pod, result, node)."""
 
     @property
     def schedulable(self) -> bool:
@@ -218,8 +226,10 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         weights = dict(self.score_plugins)
-        top = self.scores[0].total if self.scores else None
+        chosen = [s.total for s in self.scores if s.name == self.node]
+        top = chosen[0] if chosen else (self.scores[0].total if self.scores else None)
         return {
+            "configSource": self.config_source,
             "pod": self.pod,
             "profile": self.profile,
             "cluster": self.cluster,
@@ -236,6 +246,7 @@ class Explanation:
                     "plugin": v.plugin,
                     "code": v.code,
                     "reasons": list(v.reasons),
+                    "detail": list(v.detail),
                     "filters": [
                         {"plugin": c.plugin, "verdict": c.verdict, **({"reason": c.reason} if c.reason else {})}
                         for c in v.checks
@@ -271,6 +282,8 @@ class Explanation:
             "preemption": self.preemption.to_dict() if self.preemption else None,
             "gated": self.gate.to_dict() if self.gate else None,
             "gang": self.gang.to_dict() if self.gang else None,
+            "groupCycle": [{"pod": p, "result": r, "node": n or None} for p, r, n in self.group] or None,
+            "wouldFit": [f.to_dict() for f in self.fixes],
             "agreesWithBinding": self.agrees,
             "notes": list(self.notes),
             "error": self.error or None,
@@ -385,7 +398,8 @@ def explain_pod(
         ex.gate = Gate(pre.plugin, code_name(pre.code), pre.message)
         ex.message = pre.message
         return ex
-    _attempt(ex, fwk, pod, snap, nominated, random.Random(seed), cfg.percentage_of_nodes_to_score)
+    facts = Facts(explain_volumes.VolumeFacts.of(state.storage), explain_claims.ClaimFacts.of(state.dra))
+    _attempt(ex, fwk, pod, snap, nominated, random.Random(seed), cfg.percentage_of_nodes_to_score, facts)
     return ex
 
 
@@ -410,6 +424,7 @@ def _attempt(
     nominated: Mapping[str, Sequence[Pod]],
     rng: random.Random,
     percentage_of_nodes_to_score: int,
+    facts: Facts | None = None,
 ) -> None:
     """The scheduling attempt the daemon would make, on every node, recorded into ``ex``: the
     verdicts, and the chosen node with its scores, or why there is none (and PostFilter's plan)."""
@@ -431,7 +446,11 @@ def _attempt(
         return
     ex.skipped_filter = sorted(cs.skip_filter)
     ex.skipped_score = sorted(cs.skip_score)
-    ex.verdicts = node_verdicts(fwk, cs, pod, snap, statuses, each_filter=not prefilter_rejected)
+    ex.verdicts = node_verdicts(fwk, cs, pod, snap, statuses, each_filter=not prefilter_rejected, facts=facts)
+    if result is None:
+        by_name = {ni.name: ni for ni in snap.node_list}
+        fixes = [explain_reasons.node_fix(pod, by_name[v.name], v.failing) for v in ex.verdicts if v.failing]
+        ex.fixes = explain_reasons.best_fixes(fixes)
     if result is not None:
         ex.scores = sorted(result.scores, key=lambda s: (-s.total, s.name))
         top = ex.scores[0].total if ex.scores else None
@@ -454,6 +473,7 @@ def node_verdicts(
     statuses: Mapping[str, Status],
     *,
     each_filter: bool,
+    facts: Facts | None = None,
 ) -> list[NodeVerdict]:
     """Every node's verdict, by name: the framework's (``statuses``: the first failing plugin) and,
     with ``each_filter``, every Filter plugin's own, so that all the reasons a node is unfit show.
@@ -466,7 +486,35 @@ def node_verdicts(
             v.plugin, v.code, v.reasons = st.plugin, code_name(st.code), list(st.reasons)
         if each_filter and (st is None or st.plugin):
             v.checks = [_filter_check(p, cs, pod, ni) for p in fwk.filter]
+        v.detail = node_details(v.failing, pod, ni, facts)
         out.append(v)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The cluster objects the volume and DRA details are derived from."""
+
+    volumes: explain_volumes.VolumeFacts
+    claims: explain_claims.ClaimFacts
+
+
+def node_details(failing: Sequence[str], pod: Pod, ni: NodeInfo, facts: Facts | None) -> list[str]:
+    """The particulars behind each failing plugin's reason, each line once (several volume
+    plugins may fail on the same claim); the volume plugins' and DynamicResources' from the
+    cluster's claims, volumes and slices when known."""
+    out: list[str] = []
+    for plugin in failing:
+        try:
+            if plugin in explain_reasons.VOLUME_PLUGINS and facts is not None:
+                lines = explain_volumes.details(pod, ni, facts.volumes)
+            elif plugin == explain_reasons.DRA and facts is not None:
+                lines = explain_claims.details(pod, ni, facts.claims)
+            else:
+                lines = explain_reasons.details(plugin, pod, ni)
+        except Exception as e:  # a gap in the derivation: said, never a failed explain
+            lines = [f"{plugin}: no details ({type(e).__name__}: {e})"]
+        out += [d for d in lines if d not in out]
     return out
 
 
@@ -493,94 +541,35 @@ def nominated_pods(state: ClusterState, profiles: Collection[str], exclude: str 
     return out
 
 
-# -- inputs -----------------------------------------------------------------------------------------
-
-
-def looks_like_file(arg: str) -> bool:
-    return os.path.exists(arg) or arg.endswith((".yaml", ".yml", ".json")) or arg == "-"
-
-
-def parse_pod_ref(arg: str, namespace: str) -> tuple[str, str]:
-    """``namespace/name`` or ``name`` (in ``namespace``)."""
-    parts = arg.split("/")
-    if len(parts) == 1:
-        ns, name = namespace, parts[0]
-    elif len(parts) == 2:
-        ns, name = parts
-    else:
-        raise ToolError(f"POD {arg!r}: expected namespace/name or a pod YAML file")
-    for what, v in (("namespace", ns), ("name", name)):
-        if not v or len(v) > 253 or not _NAME_RE.match(v):
-            raise ToolError(f"POD {arg!r}: invalid {what} {v!r} (and no such file)")
-    return ns, name
-
-
-def load_pod_file(path: str) -> dict[str, Any]:
-    objs = load_objects(path, "pod file", default_kind="Pod")
-    pods = [o for o in objs if o["kind"] == "Pod"]
-    if len(pods) != 1:
-        raise ToolError(
-            f"pod file {path}: expected exactly one Pod, found {len(pods)}"
-            + (" (use `custom-scheduler simulate` for many)" if len(pods) > 1 else "")
-        )
-    return pods[0]
-
-
-def explain_command(args: argparse.Namespace, registry: Registry) -> Explanation:
-    """Resolve the inputs of ``explain`` (live or offline) and explain. Raises ToolError, KubeError."""
-    from custom_scheduler.kube import api_errors as kerrors
-    from custom_scheduler.kube.client import pod_path
-
-    cfg = load_scheduler_config(args.config, registry)
-    if args.kubeconfig is not None and args.cluster is not None:
-        raise ToolError("--kubeconfig and --cluster are exclusive: explain against a live cluster or a snapshot")
-    from_file = looks_like_file(args.pod)
-    pod_doc: dict[str, Any] | None = None
-    if from_file:
-        pod_doc = load_pod_file(args.pod)
-    else:
-        ns, name = parse_pod_ref(args.pod, args.namespace)
-
-    if args.cluster is not None:
-        state = load_cluster(args.cluster)
-        if pod_doc is None:
-            found = state.find_pod(ns, name)
-            if found is None:
-                raise ToolError(f"pod {ns}/{name} is not in {args.cluster} (a snapshot holds assigned pods only)")
-            pod_doc = found
-    else:
-        client = connect(args.kubeconfig, cfg.client_connection.kubeconfig)
-        if args.config is None and (deployed := deployed_scheduler_config(client, args.config_map, registry)):
-            cfg = deployed  # explain as the running daemon decides, not by the default profile
-            print(f"explain: configuration of ConfigMap {args.config_map}", file=sys.stderr)
-        if pod_doc is None:
-            try:
-                pod_doc = client.get(pod_path(ns, name))
-            except kerrors.NotFound:
-                raise ToolError(f"pod {ns}/{name} not found") from None
-        state = fetch_live(client)
-        print_warnings("explain", state)
-    assert pod_doc is not None
-    return explain_pod(state, pod_doc, cfg, registry, profile=args.profile, unbind=not from_file, seed=args.seed)
-
-
 def format_explanation(ex: Explanation, output: str, top: int = 3) -> str:
+    """The report: JSON/YAML of :meth:`Explanation.to_dict`, or the text view, which opens with
+    the configuration's source and ends with what only explain knows (the group cycle's verdict
+    per member, the particulars behind each reason, what would make the pod fit)."""
     d = ex.to_dict()
     if output == "json":
         return json.dumps(d, indent=2) + "\n"
     if output == "yaml":
         return dump_yaml(d)
-    return report.explain_text(d, wide=output == "wide", top=top)
+    head = f"Config: {ex.config_source}\n" if ex.config_source else ""
+    return head + report.explain_text(d, wide=output == "wide", top=top) + extra_text(ex, wide=output == "wide")
 
 
-# -- the command ------------------------------------------------------------------------------------
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    from custom_scheduler.plugins.builtin import full_registry
-
-    ex = run_command("explain", lambda: explain_command(args, full_registry()))
-    if isinstance(ex, ToolError):
-        return ex.code
-    sys.stdout.write(format_explanation(ex, args.output, args.top))
-    return EXIT_RUNTIME if ex.error else EXIT_OK
+def extra_text(ex: Explanation, *, wide: bool) -> str:
+    """The sections the shared report does not draw: the group cycle, the details of the nodes
+    closest to fitting (of every rejected node with ``wide``), and what would make the pod fit."""
+    out: list[str] = []
+    if ex.group:
+        out += ["", "Group cycle (all queued members together):"]
+        out += [f"  {p}: {r}" + (f" on {n}" if n else "") for p, r, n in ex.group]
+    shown = {f.node for f in ex.fixes}
+    detailed = [v for v in ex.verdicts if v.detail and (wide or v.name in shown)]
+    if detailed:
+        out += ["", "Details (beyond the scheduler's message):"]
+        out += [f"  {v.name}: {d}" for v in detailed for d in v.detail]
+    if ex.fixes or ex.preemption:
+        out += ["", "What would make it fit (the smallest change per node closest to fitting):"]
+        out += [f"  {f.text()}" for f in ex.fixes]
+        if ex.preemption:
+            victims = ", ".join(v.key for v in ex.preemption.victims) or "no pods"
+            out.append(f"  or preemption: evict {victims} on {ex.preemption.node} (what DefaultPreemption picks)")
+    return "\n".join(out) + "\n" if out else ""

@@ -417,7 +417,8 @@ def _pod_messages(title: str, pods: Sequence[Mapping[str, Any]] | None, width: i
         return []
     out = ["", title]
     for u in pods:
-        out.append(f"  {u['pod']}")
+        tries = u.get("attempts", 0)
+        out.append(f"  {u['pod']}" + (f" (after {tries} attempts)" if tries > 1 else ""))
         out.extend(wrap_text(u["message"], width, "      "))
     return out
 
@@ -469,14 +470,16 @@ def _utilisation_table(usages: Sequence[Mapping[str, Any]], width: int) -> list[
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1f2328}
-h1{font-size:20px}h2{font-size:16px;margin-top:28px}
-table{border-collapse:collapse;font-size:13px}td,th{padding:3px 10px;border-bottom:1px solid #d8dee4;text-align:left}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:16px;color:#1f2328}
+h1{font-size:20px}h2{font-size:16px;margin-top:28px}svg{max-width:100%;height:auto}p{overflow-wrap:anywhere}
+table{border-collapse:collapse;font-size:13px;display:block;max-width:100%;overflow-x:auto}
+td,th{padding:3px 10px;border-bottom:1px solid #d8dee4;text-align:left}
 th{background:#f6f8fa}td.num{text-align:right}.muted{color:#656d76}.bad{color:#b42318}
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 14px;vertical-align:middle}
 """
 
 _BEFORE, _AFTER, _TRACK, _OVER = "#9ecae1", "#2171b5", "#eef1f4", "#b42318"
+_ATTEMPTS = "<th>Attempts</th>"
 
 
 def simulation_html(d: Mapping[str, Any]) -> str:
@@ -486,7 +489,7 @@ def simulation_html(d: Mapping[str, Any]) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8"><title>custom-scheduler simulation</title>',
-        f"<style>{_CSS}</style></head><body>",
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head><body>',
         "<h1>Simulation</h1>",
         f"<p>{e(d['cluster'])} · profile <b>{e(str(d['profile']))}</b> · seed {e(str(d['seed']))} · "
         f"{s['pods']} pods on {s['nodes']} nodes: <b>{s['placed']} placed</b>, "
@@ -539,8 +542,11 @@ def simulation_html(d: Mapping[str, Any]) -> str:
         ("Errors", "errorPods"),
     ):
         if d.get(key):
-            parts.append(f"<h2>{title}</h2><table><tr><th>Pod</th><th>Reason</th></tr>")
-            parts.extend(f"<tr><td>{e(u['pod'])}</td><td>{e(u['message'])}</td></tr>" for u in d[key])
+            # An Attempts column where the document counts them (gated pods were never attempted).
+            n = [f'<td class="num">{u["attempts"]}</td>' if "attempts" in u else "" for u in d[key]]
+            parts.append(f"<h2>{title}</h2><table><tr><th>Pod</th><th>Reason</th>{_ATTEMPTS * any(n)}</tr>")
+            rows = zip(d[key], n, strict=True)
+            parts.extend(f"<tr><td>{e(u['pod'])}</td><td>{e(u['message'])}</td>{c}</tr>" for u, c in rows)
             parts.append("</table>")
     for note in d.get("notes") or ():
         parts.append(f'<p class="muted">{e(note)}</p>')

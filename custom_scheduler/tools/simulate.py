@@ -55,9 +55,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from custom_scheduler.api import podgroup as gang
-from custom_scheduler.api.model import Pod
+from custom_scheduler.api.model import MalformedObject, Pod
 from custom_scheduler.config.schema import SchedulerConfig
 from custom_scheduler.core import queue as q
+from custom_scheduler.core.algorithm import ScheduleResult
 from custom_scheduler.core.assembly import FrameworkInputs, Ports, assemble
 from custom_scheduler.core.binding import Executor
 from custom_scheduler.core.cycle import Decision
@@ -65,11 +66,14 @@ from custom_scheduler.core.ports import RecordingEvents
 from custom_scheduler.framework.evictor import MemoryEvictor
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.runtime import Framework
+from custom_scheduler.framework.types import FitError, Status
 from custom_scheduler.plugins import gang_scheduling
 from custom_scheduler.tools import report
 from custom_scheduler.tools.explain import choose_profile, offline_frameworks
+from custom_scheduler.tools.sim_diagnosis import DiagnosingAlgorithm, diagnose
 from custom_scheduler.tools.simulation_result import (
     Outcome,
+    PodDiagnosis,
     Preemption,
     SimulationResult,
     group_outcomes,
@@ -96,6 +100,8 @@ MAX_ATTEMPTS = 20
 
 
 def _pending(doc: Mapping[str, Any], index: int, priority_classes: Sequence[Mapping[str, Any]]) -> Pod:
+    if not isinstance(doc.get("spec", {}), dict):
+        raise ToolError(f"pod {pod_key(doc)}: spec is not an object")
     d = copy.deepcopy(dict(doc))
     d = resolve_priority(d, priority_classes)
     spec = d.setdefault("spec", {})
@@ -147,16 +153,23 @@ def simulate(
     *,
     seed: int | None = None,
     profile: str | None = None,
+    diagnose: bool = False,
 ) -> SimulationResult:
     """Place ``pod_docs`` (Pod JSON, file order) on ``state`` with ``cfg``'s profiles.
 
     A pod's ``spec.nodeName`` and status are ignored: every pod is placed as if pending. Raises
-    :class:`ToolError` for pods already assigned in the cluster or given twice.
+    :class:`ToolError` for pods already assigned in the cluster or given twice, and for objects
+    that do not parse (a quantity that is none, a field of the wrong type). ``diagnose``
+    keeps every pod's per-node verdicts and scores (``SimulationResult.diagnoses``, for the
+    ``ui`` page), at the cost of filtering again the nodes the algorithm's fast path does not report.
     """
     if seed is None:
         seed = random.randrange(2**31)
-    pods = pending_pods(state, pod_docs)
-    sim = Simulation(state, cfg, registry, seed=seed)
+    try:
+        pods = pending_pods(state, pod_docs)
+        sim = Simulation(state, cfg, registry, seed=seed, diagnose=diagnose)
+    except MalformedObject as e:  # a wrong type or quantity in a node or pod: bad input, not a bug
+        raise ToolError(f"invalid object: {e}") from None
     sim.feed(pods, profile)
     sim.run_until_idle()
     return sim.result(profile)
@@ -173,7 +186,9 @@ class Simulation:
     its bind (:meth:`_confirm`), a preemption by its victims' deletion (:meth:`_victim_gone`).
     """
 
-    def __init__(self, state: ClusterState, cfg: SchedulerConfig, registry: Registry, *, seed: int) -> None:
+    def __init__(
+        self, state: ClusterState, cfg: SchedulerConfig, registry: Registry, *, seed: int, diagnose: bool = False
+    ) -> None:
         self.state = state
         self.seed = seed
         self._registry = registry
@@ -201,6 +216,11 @@ class Simulation:
         assembly = assemble(cfg, self.cache, self._frameworks, ports, clock=self.clock)
         self.scheduler, self.queue = assembly.scheduler, assembly.queue
         self.scheduler.cycle.detail = True
+        self.diagnoses: dict[str, PodDiagnosis] = {}
+        if diagnose:
+            # Both cycles share one algorithm; the diagnosing one replaces it before any cycle runs.
+            algorithm = DiagnosingAlgorithm(self.scheduler.cycle.algorithm, self._diagnosed)
+            self.scheduler.cycle.algorithm = self.scheduler.cycle.group_cycle.algorithm = algorithm
         self.cache.update_snapshot(self.scheduler.snapshot)
         self.before = usage(self.scheduler.snapshot)
 
@@ -260,6 +280,7 @@ class Simulation:
             notes=self.notes,
             preempted=self.preempted,
             groups=group_outcomes(self.gangs, self.queued, self.outcomes, held, self.group_failures),
+            diagnoses={p.key: self.diagnoses[p.uid] for p in self.queued if p.uid in self.diagnoses},
         )
 
     def _settle_unplaced(self) -> dict[str, str]:
@@ -298,10 +319,19 @@ class Simulation:
     def _is_placed(self, uid: str) -> bool:
         return self.cache.get_pod(uid) is not None
 
+    def _diagnosed(
+        self, pod: Pod, nodes: Sequence[str], found: ScheduleResult | FitError, extra: Mapping[str, Status]
+    ) -> None:
+        if pod.uid in self.outcomes:
+            self.diagnoses[pod.uid] = diagnose(pod.key, nodes, found, extra)
+
     def _failed(self, pod: Pod, reason: str, message: str) -> None:
+        """A failed attempt. The failure handler has requeued the pod by now, so the queue's own
+        count (QueuedPodInfo.attempts, one per pop) is read; a placement is the attempt after."""
         out = self.outcomes.get(pod.uid)
         if out is not None:
-            out.attempts += 1
+            queued = self.queue.get(pod.uid)
+            out.attempts = queued.attempts if queued is not None else out.attempts + 1
             out.result, out.message = ("unschedulable" if reason == "Unschedulable" else "error"), message
 
     def _confirm(self, pod: Pod, node: str) -> None:

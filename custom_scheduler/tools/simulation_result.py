@@ -93,6 +93,46 @@ class Outcome:
     order: int = 0  # 1-based position among placements
 
 
+@dataclass(slots=True)
+class NodeDiagnosis:
+    """One node as the framework judged it in a pod's last attempt: the Filter plugin that
+    rejected it (the first one, which is what the daemon reports) or, for a feasible node, each
+    Score plugin's weighted score and the total."""
+
+    node: str
+    verdict: str  # feasible | rejected | not evaluated
+    plugin: str = ""
+    code: str = ""
+    reasons: list[str] = field(default_factory=list)
+    total: int | None = None
+    scores: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "verdict": self.verdict,
+            "plugin": self.plugin,
+            "code": self.code,
+            "reasons": list(self.reasons),
+            "total": self.total,
+            "scores": dict(self.scores),
+        }
+
+
+@dataclass(slots=True)
+class PodDiagnosis:
+    """The framework's diagnosis of a pod's last attempt that reached Filter: every node's verdict
+    (kept for the ``ui`` page, not printed by ``-o json``: it grows with pods x nodes)."""
+
+    pod: str
+    nodes: list[NodeDiagnosis]
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        plugins = sorted({p for n in self.nodes for p in n.scores})
+        return {"pod": self.pod, "note": self.note, "scorePlugins": plugins, "nodes": [n.to_dict() for n in self.nodes]}
+
+
 @dataclass(frozen=True, slots=True)
 class GroupOutcome(GroupReport):
     """Where one PodGroup of the simulated pods ended.
@@ -148,6 +188,8 @@ class SimulationResult:
     notes: list[str] = field(default_factory=list)
     preempted: list[Preemption] = field(default_factory=list)
     groups: list[GroupOutcome] = field(default_factory=list)
+    diagnoses: dict[str, PodDiagnosis] = field(default_factory=dict)
+    """``namespace/name`` -> the last attempt's per-node diagnosis (pods never attempted have none)."""
 
     @property
     def placements(self) -> list[Outcome]:

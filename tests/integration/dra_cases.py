@@ -12,8 +12,8 @@ the rest are checked, and one can be hunted alone: ``CS_DRA_FEATURES=counters,he
 those (beside the base: whole GPUs, ``exactly`` requests of one or two devices, a model selector,
 several DeviceClasses with selectors, nodes without slices, claims and templates);
 ``CS_DRA_FEATURES=-shared`` all but one. Unset: all of them except :data:`NOT_YET` (features we
-have not built; ``CS_DRA_FEATURES=extended-resource`` shows the deviation). A feature left out is
-never drawn, never weakened: an example either has it whole or not at all.
+have not built; empty now). A feature left out is never drawn, never weakened: an example either
+has it whole or not at all.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ FEATURES: dict[str, str] = {
     "extended-resource": "the pod asks for example.com/gpu, an extended resource a DeviceClass backs",
 }
 
-#: Features drawn only when asked for by name: not built yet, they fail by design. Extended
-#: resources backed by DRA (issue #26 item 3): our NodeResourcesFit rejects ``example.com/gpu`` on
-#: nodes that do not offer it where upstream leaves it to DynamicResources (fit.go
-#: ``shouldDelegateResourceToDRA``), and DynamicResources does not allocate for it.
-NOT_YET: frozenset[str] = frozenset({"extended-resource"})
+#: Features drawn only when asked for by name: not built yet, they fail by design. None left:
+#: extended resources backed by DRA (issue #26 item 3) are built (NodeResourcesFit leaves
+#: ``example.com/gpu`` to DynamicResources on nodes that do not offer it, fit.go
+#: ``shouldDelegateResourceToDRA``, and DynamicResources allocates it through the pod's claim).
+NOT_YET: frozenset[str] = frozenset()
 
 #: (model, memory of its whole and shared GPUs).
 MODELS = (("a100-40gb", "40Gi"), ("h100-80gb", "80Gi"))

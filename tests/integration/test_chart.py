@@ -155,9 +155,14 @@ def test_rbac_equals_the_manifests(helm: list[str], tmp_path: Path) -> None:
         ("ClusterRole", "custom-scheduler"),
         ("ClusterRole", "custom-scheduler-metrics-reader"),
         ("Role", "custom-scheduler-leader-election"),
+        ("Role", "custom-scheduler-decision-record"),
     ):
         assert one(docs, kind, name)["rules"] == one(manifest, kind, name)["rules"], name
-    for kind, name in (("ClusterRoleBinding", "custom-scheduler-auth-delegator"), ("RoleBinding", "")):
+    for kind, name in (
+        ("ClusterRoleBinding", "custom-scheduler-auth-delegator"),
+        ("RoleBinding", "custom-scheduler-leader-election"),
+        ("RoleBinding", "custom-scheduler-decision-record"),
+    ):
         assert one(docs, kind, name)["roleRef"] == one(manifest, kind, name)["roleRef"]
         assert one(docs, kind, name)["subjects"] == one(manifest, kind, name)["subjects"]
 
@@ -176,7 +181,7 @@ def test_config_is_the_manifests_and_passes_check_config(helm: list[str], tmp_pa
 
     values = {"config": {"leaderElection": {"resourceName": "other-lease", "resourceNamespace": "kube-public"}}}
     docs = render(helm, tmp_path, values)
-    role = one(docs, "Role")
+    role = one(docs, "Role", "custom-scheduler-leader-election")
     assert role["metadata"]["namespace"] == "kube-public"
     assert role["rules"][1]["resourceNames"] == ["other-lease"]
     le = config.load_config(one(docs, "ConfigMap")["data"]["scheduler-config.yaml"], full_registry()).leader_election

@@ -33,6 +33,9 @@ reads the profile kube-scheduler logs at start-up and pins down every difference
   beta and off by default in 1.37 (``apis/config/v1/default_plugins.go``: ``applyGangScheduling``);
   ours runs it always and it acts only on members of a PodGroup. No generated pod is one, so it
   admits and permits every pod.
+- GangScheduling at PreFilter and Filter (ours only): reservations for gangs pending past a
+  threshold (issue #28). No generated pod is in a gang, so no node is ever reserved: its PreFilter
+  answers Skip and its Filter never runs.
 - DefaultPreemption at PreEnqueue (upstream only): it holds a pod back while that pod's own
   asynchronous preemption is evicting victims. Every pod has priority 0 and preempts nothing.
 - NodeName, NodeUnschedulable and TaintToleration at PreFilter (upstream only): they narrow the
@@ -146,7 +149,10 @@ DRA_API = "/apis/resource.k8s.io/v1"
 #: comparison sound is in the module docstring. ``Score`` entries carry their weight.
 PROFILE_DIFFERENCES: dict[str, tuple[list[str], list[str]]] = {
     "PreEnqueue": (["GangScheduling"], ["DefaultPreemption"]),
-    "PreFilter": ([], ["NodeName", "NodeUnschedulable", "TaintToleration"]),
+    # Ours only at PreFilter and Filter: GangScheduling's reservations for starving gangs
+    # (docs/gangs.md); with no node reserved its PreFilter answers Skip and Filter is not run.
+    "PreFilter": (["GangScheduling"], ["NodeName", "NodeUnschedulable", "TaintToleration"]),
+    "Filter": (["GangScheduling"], []),
     "PreScore": (["DynamicResources"], []),
     "Permit": (["GangScheduling"], []),
     # The extension points of upstream's pod-group (workload) cycle, which ours does not have.

@@ -9,71 +9,21 @@ their names carry the test's namespace and they are deleted afterwards.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from tests.builders import make_node, make_pod
+from tests.integration.dra_objects import API, DRIVER, DRAObjects, claim_pod
 from tests.integration.env import Env
 
-API = "/apis/resource.k8s.io/v1"
-DRIVER = "gpu.example.com"
+__all__ = ["API", "DRA", "DRIVER", "dra"]
 
 
-class DRA:
-    """Creates slices, classes and templates for one test; deletes the cluster-scoped ones after."""
-
-    def __init__(self, kube: KubeClient, namespace: str) -> None:
-        self.kube = kube
-        self.ns = namespace
-        self.slices: list[str] = []
-        self.classes: list[str] = []
-
-    def slice(self, node: str, models: list[str]) -> None:
-        name = f"{node}-gpus"
-        devices = [
-            {"name": f"gpu-{i}", "attributes": {"model": {"string": m}, "index": {"int": i}}}
-            for i, m in enumerate(models)
-        ]
-        spec = {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        }
-        self.kube.post(f"{API}/resourceslices", {"metadata": {"name": name}, "spec": spec})
-        self.slices.append(name)
-
-    def device_class(self, name: str = "gpu") -> str:
-        full = f"{name}-{self.ns}"
-        sel = [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
-        self.kube.post(f"{API}/deviceclasses", {"metadata": {"name": full}, "spec": {"selectors": sel}})
-        self.classes.append(full)
-        return full
-
-    def template(self, name: str, cls: str, selectors: Sequence[str] = (), count: int = 1) -> None:
-        exactly: dict[str, Any] = {"deviceClassName": cls, "count": count}
-        if selectors:
-            exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
-        spec = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
-        self.kube.post(f"{API}/namespaces/{self.ns}/resourceclaimtemplates", {"metadata": {"name": name}, "spec": spec})
-
-    def claims(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self.kube.get(f"{API}/namespaces/{self.ns}/resourceclaims")["items"]
-        return items
-
-    def cleanup(self) -> None:
-        for name in self.slices:
-            with contextlib.suppress(api_errors.KubeError):
-                self.kube.delete(f"{API}/resourceslices/{name}")
-        for name in self.classes:
-            with contextlib.suppress(api_errors.KubeError):
-                self.kube.delete(f"{API}/deviceclasses/{name}")
+DRA = DRAObjects
+"""The test's DRA objects (see :mod:`tests.integration.dra_objects`)."""
 
 
 @pytest.fixture
@@ -81,13 +31,6 @@ def dra(kube: KubeClient, namespace: str) -> Iterator[DRA]:
     d = DRA(kube, namespace)
     yield d
     d.cleanup()
-
-
-def gpu_pod(name: str, template: str) -> dict[str, Any]:
-    obj = make_pod(name).obj()
-    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
-    obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
-    return obj
 
 
 def allocations(dra: DRA) -> dict[str, tuple[str, str, list[tuple[str, str]]]]:
@@ -109,12 +52,12 @@ def allocations(dra: DRA) -> dict[str, tuple[str, str, list[tuple[str, str]]]]:
 def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(env: Env, dra: DRA) -> None:
     names = [env.node(make_node(f"gpu{i}")) for i in range(2)]
     for n in names:
-        dra.slice(n, ["a100", "a100"])
+        dra.gpu_models(n, ["a100", "a100"])
     cls = dra.device_class()
     dra.template("one-gpu", cls)
     app = env.start_scheduler()
     for i in range(5):
-        env.create_pod(gpu_pod(f"p{i}", "one-gpu"))
+        env.create_pod(claim_pod(f"p{i}", template="one-gpu"))
 
     def four_bound() -> dict[str, str] | None:
         got = env.placements()
@@ -160,14 +103,14 @@ def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(env: 
 
 def test_cel_selector_on_model_gets_that_model_or_nothing(env: Env, dra: DRA) -> None:
     a, b = (env.node(make_node(f"m{i}")) for i in range(2))
-    dra.slice(a, ["a100"])
-    dra.slice(b, ["h100"])
+    dra.gpu_models(a, ["a100"])
+    dra.gpu_models(b, ["h100"])
     cls = dra.device_class()
     dra.template("h100", cls, [f'device.attributes["{DRIVER}"].model == "h100"'])
     dra.template("b200", cls, [f'device.attributes["{DRIVER}"].model == "b200"'])
     env.start_scheduler()
-    env.create_pod(gpu_pod("wants-h100", "h100"))
-    env.create_pod(gpu_pod("wants-b200", "b200"))
+    env.create_pod(claim_pod("wants-h100", template="h100"))
+    env.create_pod(claim_pod("wants-b200", template="b200"))
     cluster.wait_for(lambda: env.placements().get("wants-h100") == b, timeout=60, what="h100 pod on h100 node")
     msgs = cluster.wait_for(lambda: env.failed_scheduling("wants-b200"), what="b200 pod rejected")
     assert any("cannot allocate all claims" in m for m in msgs), msgs
@@ -176,7 +119,7 @@ def test_cel_selector_on_model_gets_that_model_or_nothing(env: Env, dra: DRA) ->
 
 def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(env: Env, dra: DRA) -> None:
     node = env.node(make_node("numa"))
-    dra.slice(node, ["a100", "h100", "h100"])  # only the two h100 share a model
+    dra.gpu_models(node, ["a100", "h100", "h100"])  # only the two h100 share a model
     cls = dra.device_class()
     spec = {
         "devices": {
@@ -189,7 +132,7 @@ def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(env: Env, d
         {"metadata": {"name": "pair"}, "spec": {"spec": spec}},
     )
     env.start_scheduler()
-    env.create_pod(gpu_pod("pair", "pair"))
+    env.create_pod(claim_pod("pair", template="pair"))
     cluster.wait_for(lambda: env.placements().get("pair") == node, timeout=60, what="pair pod bound")
 
     def results() -> list[str] | None:
@@ -204,15 +147,15 @@ def test_match_attribute_keeps_two_devices_of_one_claim_on_one_value(env: Env, d
 
 def test_cel_that_fails_for_the_scheduler_fails_the_pod_clearly_and_others_still_schedule(env: Env, dra: DRA) -> None:
     node = env.node(make_node("c0"))
-    dra.slice(node, ["a100", "a100"])
+    dra.gpu_models(node, ["a100", "a100"])
     cls = dra.device_class()
     # The API server refuses a template whose CEL does not compile, so what reaches the scheduler
     # is CEL that compiles and fails on a device: here an attribute no device has.
     dra.template("broken", cls, [f'device.attributes["{DRIVER}"].memoryType == "hbm"'])
     dra.template("fine", cls)
     env.start_scheduler()
-    env.create_pod(gpu_pod("broken", "broken"))
-    env.create_pod(gpu_pod("fine", "fine"))
+    env.create_pod(claim_pod("broken", template="broken"))
+    env.create_pod(claim_pod("fine", template="fine"))
     msgs = cluster.wait_for(lambda: env.failed_scheduling("broken"), timeout=60, what="FailedScheduling")
     want = "selector #0 on device " + DRIVER
     assert any(f"claim {env.namespace}/broken-gpu-" in m and want in m and "CEL runtime error" in m for m in msgs), msgs
@@ -223,12 +166,12 @@ def test_cel_that_fails_for_the_scheduler_fails_the_pod_clearly_and_others_still
 def test_burst_of_200_claims_over_50_nodes_never_allocates_a_device_twice(env: Env, dra: DRA) -> None:
     names = [env.node(make_node(f"b{i}")) for i in range(50)]
     for n in names:
-        dra.slice(n, ["a100"] * 4)
+        dra.gpu_models(n, ["a100"] * 4)
     cls = dra.device_class()
     dra.template("one-gpu", cls)
     app = env.start_scheduler()
     for i in range(200):
-        env.create_pod(gpu_pod(f"p{i}", "one-gpu"))
+        env.create_pod(claim_pod(f"p{i}", template="one-gpu"))
 
     def all_bound() -> dict[str, str] | None:
         got = env.placements()
@@ -269,14 +212,14 @@ def test_accelerator_isolation_packs_dra_gpu_pods_and_keeps_others_off(env: Env,
     a, b = (env.node(make_node(f"pack{i}")) for i in range(2))
     cpu = env.node(make_node("plain"))
     for n in (a, b):
-        dra.slice(n, ["a100"] * 3)
+        dra.gpu_models(n, ["a100"] * 3)
     dra.template("one-gpu", dra.device_class())
     env.start_scheduler(ACCELERATOR_CONFIG)
 
     placed: list[str] = []
     for i in range(4):
         name = f"g{i}"
-        env.create_pod(gpu_pod(name, "one-gpu"))
+        env.create_pod(claim_pod(name, template="one-gpu"))
         placed.append(env.wait_bound(name, timeout=60)[name])
     first = placed[0]
     assert first in (a, b)

@@ -11,17 +11,14 @@ schedules and gets its device.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from custom_scheduler.devenv import cluster
-from custom_scheduler.kube import api_errors
-from custom_scheduler.kube.client import KubeClient
-from tests.builders import make_node, make_pod
+from tests.builders import make_node
+from tests.integration.dra_objects import DRAObjects, claim_pod, dra_objects
 from tests.integration.env import Env
+
+__all__ = ["dra_objects"]
 
 API = "/apis/resource.k8s.io/v1"
 GPU, NIC = "gpu.example.com", "nic.example.com"
@@ -38,61 +35,18 @@ profiles:
 """
 
 
-class Cluster:
-    """The cluster-scoped DRA objects of one test (names carry the namespace), deleted after it."""
-
-    def __init__(self, kube: KubeClient, namespace: str) -> None:
-        self.kube = kube
-        self.ns = namespace
-        self.created: list[str] = []
-
-    def post(self, resource: str, obj: dict[str, Any]) -> str:
-        self.kube.post(f"{API}/{resource}", obj)
-        path = f"{API}/{resource}/{obj['metadata']['name']}"
-        self.created.append(path)
-        return str(obj["metadata"]["name"])
-
-    def device_class(self, name: str, driver: str) -> str:
-        sel = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
-        return self.post("deviceclasses", {"metadata": {"name": f"{name}-{self.ns}"}, "spec": {"selectors": sel}})
-
-    def slice(self, node: str, driver: str, devices: int) -> None:
-        spec = {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"dev-{i}", "attributes": {"numa": {"int": i % 2}}} for i in range(devices)],
-        }
-        self.post("resourceslices", {"metadata": {"name": f"{node}-{driver.split('.', maxsplit=1)[0]}"}, "spec": spec})
-
-    def cleanup(self) -> None:
-        for path in self.created:
-            with contextlib.suppress(api_errors.KubeError):
-                self.kube.delete(path)
-
-
-@pytest.fixture
-def objects(kube: KubeClient, namespace: str) -> Iterator[Cluster]:
-    c = Cluster(kube, namespace)
-    yield c
-    c.cleanup()
-
-
-def claim_pod(name: str, *, claim: str = "", template: str = "") -> dict[str, Any]:
-    obj = make_pod(name).obj()
-    ref = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
-    obj["spec"]["resourceClaims"] = [{"name": "devices", **ref}]
-    obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "devices"}]}
-    return obj
+def numa_devices(n: int) -> list[dict[str, Any]]:
+    """``n`` devices ``dev-i`` alternating between NUMA nodes 0 and 1 (attribute ``numa``)."""
+    return [{"name": f"dev-{i}", "attributes": {"numa": {"int": i % 2}}} for i in range(n)]
 
 
 def test_filter_timeout_fails_the_exploding_pod_with_upstreams_reason_and_others_schedule(
-    env: Env, objects: Cluster
+    env: Env, dra_objects: DRAObjects
 ) -> None:
     node = env.node(make_node("dra-timeout"))
-    objects.slice(node, GPU, 64)
-    objects.slice(node, NIC, 4)
-    gpu, nic = objects.device_class("gpu", GPU), objects.device_class("nic", NIC)
+    dra_objects.slice(node, "gpu", driver=GPU, devices=numa_devices(64))
+    dra_objects.slice(node, "nic", driver=NIC, devices=numa_devices(4))
+    gpu, nic = dra_objects.device_class("gpu", driver=GPU), dra_objects.device_class("nic", driver=NIC)
     requests = [{"name": f"gpu{i}", "exactly": {"deviceClassName": gpu}} for i in range(5)]
     requests.append({"name": "nic", "exactly": {"deviceClassName": nic}})
     devices = {"requests": requests, "constraints": [{"matchAttribute": f"{GPU}/numa"}]}

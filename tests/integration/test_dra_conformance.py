@@ -351,6 +351,20 @@ def _record(case: dc.Case) -> None:
     event(f"nodes with slices: {len(case.resources)}/{len(case.nodes)}")
 
 
+def _forget_extended_claim(state: ClusterState, uid: str) -> None:
+    """Drop the claim kube-scheduler's PreBind created for the subject's extended resources: it did
+    not exist when kube-scheduler decided (``_unallocate`` takes the other claims back to then).
+    Left in, it is a claim from an earlier attempt, which Filter rejects on every node."""
+
+    def made_for_subject(doc: dict[str, Any]) -> bool:
+        meta = doc.get("metadata") or {}
+        if doc.get("kind") != "ResourceClaim" or (meta.get("annotations") or {}).get(EXTENDED_ANNOTATION) != "true":
+            return False
+        return any(o.get("uid") == uid and o.get("controller") for o in meta.get("ownerReferences") or ())
+
+    state.dra[:] = [doc for doc in state.dra if not made_for_subject(doc)]
+
+
 def _run(kube: KubeClient, ks: KubeScheduler, case: dc.Case, namespace: str, prefix: str) -> None:
     since = ks.log_size()
     _create(kube, case, namespace, prefix)
@@ -364,6 +378,7 @@ def _run(kube: KubeClient, ks: KubeScheduler, case: dc.Case, namespace: str, pre
     subject = kube.get(pod_path(namespace, "subject"))
     kube_alloc = kube_allocations(state, subject["metadata"]["uid"])
     _unallocate(state, subject["metadata"]["uid"])
+    _forget_extended_claim(state, subject["metadata"]["uid"])
     with quiet_logs():
         ex = explain_pod(state, subject, config.load_config(OUR_CONFIG, full_registry()), full_registry())
     if isinstance(decision, SchedulerError):

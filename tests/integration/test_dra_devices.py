@@ -9,7 +9,6 @@ the test's namespace and they are deleted afterwards.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -21,56 +20,14 @@ from custom_scheduler.devenv import cluster
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 from tests.builders import make_node
+from tests.integration.dra_objects import API, DRAObjects, claim_pod
 from tests.integration.env import Env
-from tests.integration.test_dra import API, DRIVER, gpu_pod
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 
 
-class Devices:
-    """Slices, a class, DeviceTaintRules and templates for one test; cluster-scoped ones deleted after."""
-
-    def __init__(self, kube: KubeClient, namespace: str) -> None:
-        self.kube = kube
-        self.ns = namespace
-        self.cluster_scoped: list[str] = []  # paths
-
-    def _post(self, resource: str, name: str, spec: dict[str, Any]) -> str:
-        self.kube.post(f"{API}/{resource}", {"metadata": {"name": name}, "spec": spec})
-        self.cluster_scoped.append(f"{API}/{resource}/{name}")
-        return name
-
-    def slice(self, node: str, suffix: str, count: int = 1, **spec: Any) -> None:
-        pool = {"name": node, "generation": 1, "resourceSliceCount": count}
-        self._post("resourceslices", f"{node}-{suffix}", {"driver": DRIVER, "nodeName": node, "pool": pool, **spec})
-
-    def device_class(self) -> str:
-        sel = [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
-        return self._post("deviceclasses", f"gpu-{self.ns}", {"selectors": sel})
-
-    def taint_rule(self, device: str, taint: dict[str, Any]) -> str:
-        spec = {"deviceSelector": {"driver": DRIVER, "device": device}, "taint": taint}
-        return self._post("devicetaintrules", f"{device}-{self.ns}", spec)
-
-    def template(self, name: str, **exactly: Any) -> None:
-        req = {"name": "gpu", "exactly": {"deviceClassName": f"gpu-{self.ns}", **exactly}}
-        body = {"metadata": {"name": name}, "spec": {"spec": {"devices": {"requests": [req]}}}}
-        self.kube.post(f"{API}/namespaces/{self.ns}/resourceclaimtemplates", body)
-
-    def results(self) -> dict[str, dict[str, Any]]:
-        """Owning pod -> the single device result of its allocated claim."""
-        out = {}
-        for c in self.kube.get(f"{API}/namespaces/{self.ns}/resourceclaims")["items"]:
-            alloc = (c.get("status") or {}).get("allocation")
-            if alloc:
-                owner = next(o["name"] for o in c["metadata"]["ownerReferences"] if o.get("controller"))
-                [out[owner]] = alloc["devices"]["results"]
-        return out
-
-    def cleanup(self) -> None:
-        for path in self.cluster_scoped:
-            with contextlib.suppress(api_errors.KubeError):
-                self.kube.delete(path)
+Devices = DRAObjects
+"""The test's slices, class, DeviceTaintRules and templates (see :mod:`tests.integration.dra_objects`)."""
 
 
 @pytest.fixture
@@ -78,6 +35,14 @@ def devices(kube: KubeClient, namespace: str) -> Iterator[Devices]:
     d = Devices(kube, namespace)
     yield d
     d.cleanup()
+
+
+def allocated(devices: Devices) -> dict[str, dict[str, Any]]:
+    """Owning pod -> the single device result of its allocated claim."""
+    out = {}
+    for owner, got in devices.results_by_owner().items():
+        [out[owner]] = got
+    return out
 
 
 def dev(name: str, **fields: Any) -> dict[str, Any]:
@@ -111,19 +76,19 @@ def test_tainted_device_is_skipped_unless_tolerated(env: Env, devices: Devices) 
     tolerate = [{"key": "maintenance", "operator": "Exists"}]
     devices.template("tolerant", tolerations=tolerate)
     env.start_scheduler()
-    env.create_pod(gpu_pod("plain", "plain"))
+    env.create_pod(claim_pod("plain", template="plain"))
     msgs = cluster.wait_for(lambda: env.failed_scheduling("plain"), timeout=60, what="the plain pod rejected")
     assert any("cannot allocate all claims" in m for m in msgs), msgs
-    env.create_pod(gpu_pod("tolerant", "tolerant"))
+    env.create_pod(claim_pod("tolerant", template="tolerant"))
     env.wait_bound("tolerant", timeout=60)
-    result = cluster.wait_for(lambda: devices.results().get("tolerant"), what="the tolerant claim allocated")
+    result = cluster.wait_for(lambda: allocated(devices).get("tolerant"), what="the tolerant claim allocated")
     assert result["device"] == "gpu-0"
     assert result["tolerations"] == [{"key": "maintenance", "operator": "Exists"}]
     assert not env.placements()["plain"]
     # Lifting the rule's taint frees gpu-1 for the plain pod (a rule change requeues it).
     env.kube.delete(f"{API}/devicetaintrules/{rule}")
     env.wait_bound("plain", timeout=60)
-    assert cluster.wait_for(lambda: devices.results().get("plain"), what="plain allocated")["device"] == "gpu-1"
+    assert cluster.wait_for(lambda: allocated(devices).get("plain"), what="plain allocated")["device"] == "gpu-1"
 
 
 def test_partitions_never_exceed_the_gpu_counters_even_in_a_burst(env: Env, devices: Devices) -> None:
@@ -141,9 +106,9 @@ def test_partitions_never_exceed_the_gpu_counters_even_in_a_burst(env: Env, devi
     app = env.start_scheduler()
     names = [f"p{i}" for i in range(6)]
     for n in names:
-        env.create_pod(gpu_pod(n, "one"))
+        env.create_pod(claim_pod(n, template="one"))
     placed = bound_and_rejected(env, 2, 4)
-    results = cluster.wait_for(lambda: (r := devices.results()) and len(r) == 2 and r, what="two claims allocated")
+    results = cluster.wait_for(lambda: (r := allocated(devices)) and len(r) == 2 and r, what="two claims allocated")
     assert set(results) == set(placed)
     used = sorted(r["device"] for r in results.values())
     assert used == ["half-0", "half-1"], used  # two halves fill the 40Gi; "full" and a third half never fit
@@ -154,11 +119,11 @@ def test_partitions_never_exceed_the_gpu_counters_even_in_a_burst(env: Env, devi
 
     def victim_gone() -> bool:
         cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part
-        return victim not in devices.results()
+        return victim not in allocated(devices)
 
     cluster.wait_for(victim_gone, timeout=60, what="the victim's claim deallocated")
-    cluster.wait_for(lambda: len(devices.results()) == 2, timeout=60, what="one more pod allocated")
-    used = sorted(r["device"] for r in devices.results().values())
+    cluster.wait_for(lambda: len(allocated(devices)) == 2, timeout=60, what="one more pod allocated")
+    used = sorted(r["device"] for r in allocated(devices).values())
     assert len(used) == 2
     assert "full" not in used, used
 
@@ -172,9 +137,9 @@ def test_shareable_gpu_serves_claims_by_memory_until_full(env: Env, devices: Dev
     env.start_scheduler()
     names = [f"s{i}" for i in range(5)]
     for n in names:
-        env.create_pod(gpu_pod(n, "slice10"))
+        env.create_pod(claim_pod(n, template="slice10"))
     placed = bound_and_rejected(env, 4, 1)
-    results = cluster.wait_for(lambda: (r := devices.results()) and len(r) == 4 and r, what="four shares allocated")
+    results = cluster.wait_for(lambda: (r := allocated(devices)) and len(r) == 4 and r, what="four shares allocated")
     assert set(results) == set(placed)
     assert {r["device"] for r in results.values()} == {"gpu-0"}
     assert len({r["shareID"] for r in results.values()}) == 4, "each share has its own shareID"
@@ -195,17 +160,17 @@ def test_admin_access_gets_a_device_that_stays_allocatable_and_needs_the_namespa
     devices.template("admin", adminAccess=True)
     devices.template("user")
     env.start_scheduler()
-    env.create_pod(gpu_pod("monitor", "admin"))
+    env.create_pod(claim_pod("monitor", template="admin"))
     env.wait_bound("monitor", timeout=60)
-    env.create_pod(gpu_pod("worker", "user"))
+    env.create_pod(claim_pod("worker", template="user"))
     env.wait_bound("worker", timeout=60)
-    results = cluster.wait_for(lambda: (r := devices.results()) and len(r) == 2 and r, what="both allocated")
+    results = cluster.wait_for(lambda: (r := allocated(devices)) and len(r) == 2 and r, what="both allocated")
     assert results["monitor"]["device"] == results["worker"]["device"] == "gpu-0"
     assert results["monitor"]["adminAccess"] is True
     assert "adminAccess" not in results["worker"]
     # The worker holds the device now: a second worker finds none, a second monitor still does.
-    env.create_pod(gpu_pod("worker2", "user"))
-    env.create_pod(gpu_pod("monitor2", "admin"))
+    env.create_pod(claim_pod("worker2", template="user"))
+    env.create_pod(claim_pod("monitor2", template="admin"))
     env.wait_bound("monitor2", timeout=60)
     msgs = cluster.wait_for(lambda: env.failed_scheduling("worker2"), timeout=60, what="worker2 rejected")
     assert any("cannot allocate all claims" in m for m in msgs), msgs

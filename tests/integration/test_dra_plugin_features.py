@@ -9,16 +9,19 @@ where one would act: it writes the claim's ``status.devices[].conditions`` for b
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.kube.client import KubeClient
-from tests.builders import make_node, make_pod
+from tests.builders import make_node
+from tests.integration.dra_objects import claim_pod
 from tests.integration.env import Env
-from tests.integration.test_dra import API, DRA, DRIVER
+from tests.integration.test_dra import API, DRA, DRIVER, dra
+
+__all__ = ["dra"]
 
 CLAIMS = f"{API}/namespaces/{{ns}}/resourceclaims"
 
@@ -56,34 +59,13 @@ def claims(env: Env) -> Claims:
     return Claims(env.kube, env.namespace)
 
 
-@pytest.fixture
-def dra(kube: KubeClient, namespace: str) -> Iterator[DRA]:
-    d = DRA(kube, namespace)
-    yield d
-    d.cleanup()
-
-
-def claim_pod(name: str, claim: str) -> dict[str, Any]:
-    obj = make_pod(name).obj()
-    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
-    obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
-    return obj
-
-
-def slice_with(dra: DRA, node: str, devices: list[dict[str, Any]]) -> None:
-    pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
-    spec: dict[str, Any] = {"driver": DRIVER, "nodeName": node, "pool": pool, "devices": devices}
-    dra.kube.post(f"{API}/resourceslices", {"metadata": {"name": f"{node}-gpus"}, "spec": spec})
-    dra.slices.append(f"{node}-gpus")
-
-
 def test_postfilter_deallocates_a_claim_stuck_on_a_cordoned_node_and_the_pod_binds_elsewhere(
     env: Env, dra: DRA, claims: Claims
 ) -> None:
     cordoned = env.node(make_node("pf-a").unschedulable())
     free = env.node(make_node("pf-b"))
-    dra.slice(cordoned, ["a100"])
-    dra.slice(free, ["a100"])
+    dra.gpu_models(cordoned, ["a100"])
+    dra.gpu_models(free, ["a100"])
     cls = dra.device_class()
     claims.create("stuck", cls)
     # An earlier allocation on the node that is now cordoned, reserved for nobody.
@@ -121,7 +103,7 @@ def test_a_high_priority_pod_does_not_preempt_for_a_device_as_upstream(
     # claims" is UnschedulableAndUnresolvable, so a node whose device a victim holds is never a
     # preemption candidate: the preemptor stays pending and the holder keeps running.
     node = env.node(make_node("pre-a"))
-    dra.slice(node, ["a100"])
+    dra.gpu_models(node, ["a100"])
     cls = dra.device_class()
     claims.create("low", cls)
     claims.create("high", cls)
@@ -193,7 +175,7 @@ def _condition(kind: str, status: str, reason: str = "Driver", message: str = ""
 
 def test_binding_conditions_met_bind_the_pod(env: Env, dra: DRA, claims: Claims) -> None:
     node = env.node(make_node("bc-ok"))
-    slice_with(dra, node, [_bc_device("fabric-0")])
+    dra.slice(node, devices=[_bc_device("fabric-0")])
     cls = dra.device_class()
     claims.create("c", cls)
     env.start_scheduler(BC_CONFIG.replace("3s", "60s"))
@@ -216,7 +198,7 @@ def test_binding_failure_condition_fails_prebind_and_the_claim_is_deallocated(
     env: Env, dra: DRA, claims: Claims
 ) -> None:
     node = env.node(make_node("bc-fail"))
-    slice_with(dra, node, [_bc_device("fabric-0")])
+    dra.slice(node, devices=[_bc_device("fabric-0")])
     cls = dra.device_class()
     claims.create("c", cls)
     env.start_scheduler(BC_CONFIG.replace("3s", "60s"))
@@ -238,7 +220,7 @@ def test_binding_failure_condition_fails_prebind_and_the_claim_is_deallocated(
 
 def test_binding_conditions_never_met_time_out(env: Env, dra: DRA, claims: Claims) -> None:
     node = env.node(make_node("bc-late"))
-    slice_with(dra, node, [_bc_device("fabric-0")])
+    dra.slice(node, devices=[_bc_device("fabric-0")])
     cls = dra.device_class()
     claims.create("c", cls)
     env.start_scheduler(BC_CONFIG)
@@ -252,14 +234,11 @@ def test_binding_conditions_never_met_time_out(env: Env, dra: DRA, claims: Claim
 
 def test_allocation_carries_class_and_claim_config(env: Env, dra: DRA, claims: Claims) -> None:
     node = env.node(make_node("cfg"))
-    dra.slice(node, ["a100"])
+    dra.gpu_models(node, ["a100"])
     full = f"cfg-{env.namespace}"
     class_cfg = {"opaque": {"driver": DRIVER, "parameters": {"mode": "class"}}}
     sel = [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
-    env.kube.post(
-        f"{API}/deviceclasses", {"metadata": {"name": full}, "spec": {"selectors": sel, "config": [class_cfg]}}
-    )
-    dra.classes.append(full)
+    dra.post_class({"metadata": {"name": full}, "spec": {"selectors": sel, "config": [class_cfg]}})
     claim_cfg = {"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"mode": "claim"}}}
     claims.create("c", full, config=[claim_cfg])
     env.start_scheduler()
@@ -286,7 +265,7 @@ def test_cel_quantity_and_semver_select_and_a_runtime_error_names_claim_and_expr
         }
         for i, (v, m) in enumerate([("1.2.0", "16Gi"), ("1.10.0", "80Gi")])
     ]
-    slice_with(dra, node, devices)
+    dra.slice(node, devices=devices)
     cls = dra.device_class()
     big_new = (
         f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0 && '

@@ -288,9 +288,11 @@ def test_live_explain_spreads_a_services_pods_as_the_daemon_does(
 
 
 def test_live_explain_reads_the_deployed_config_map(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    """Without --config, a live explain uses the daemon's ConfigMap: here a profile that packs
-    (NodeResourcesFit MostAllocated), so the pod goes to the fuller node, where the default
-    profile would spread it to the emptier one. Without the ConfigMap it says what it used."""
+    """Without --config and with no daemon whose /configz it can find (none runs in kube-system
+    here: the discovery through the Lease and the pods finds nothing, a one-line note), a live
+    explain uses the daemon's ConfigMap: here a profile that packs (NodeResourcesFit
+    MostAllocated), so the pod goes to the fuller node, where the default profile would spread it
+    to the emptier one. Without the ConfigMap it says what it used."""
     full = env.node(make_node("full").capacity(cpu="4", memory="8Gi", pods="20"))
     empty = env.node(make_node("empty").capacity(cpu="4", memory="8Gi", pods="20"))
     env.create_pod(make_pod("resident").req(cpu="2", memory="1Gi").node(full).obj())
@@ -310,9 +312,12 @@ def test_live_explain_reads_the_deployed_config_map(env: Env, capsys: pytest.Cap
     rc, out, err = _run(capsys, *explain, "--config-map", ref)
     assert rc == 0, err
     assert f"configuration of ConfigMap {ref}" in err
+    assert "/configz was not read (no ready daemon pod" in err
     assert json.loads(out)["result"]["node"] == full
     missing = f"{env.namespace}/absent"
     rc, out, err = _run(capsys, *explain, "--config-map", missing)
     assert rc == 0, err
-    assert "ConfigMap" not in err
-    assert json.loads(out)["result"]["node"] == empty
+    assert f"configuration of the default profile (no /configz, no ConfigMap {missing})" in err
+    d = json.loads(out)
+    assert d["result"]["node"] == empty
+    assert d["configSource"] == f"the default profile (no /configz, no ConfigMap {missing})"

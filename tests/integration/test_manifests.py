@@ -349,7 +349,8 @@ def test_service_account_reads_dra_objects_and_writes_only_claims(
     as_scheduler: KubeClient, kube: KubeClient, namespace: str
 ) -> None:
     """DynamicResources: list/watch ResourceSlices and DeviceClasses; get/list/watch ResourceClaims,
-    update one (PreBind's finalizer) and its status (allocation, reservedFor); nothing else."""
+    update one (PreBind's finalizer) and its status (allocation, reservedFor), create and delete
+    one (the special claim of extended resources backed by DRA); nothing else."""
     sa = as_scheduler
     api = "/apis/resource.k8s.io/v1"
     for path in (f"{api}/resourceslices", f"{api}/deviceclasses", f"{api}/resourceclaims"):
@@ -366,9 +367,12 @@ def test_service_account_reads_dra_objects_and_writes_only_claims(
     claim = sa.put(f"{claims}/c", claim)
     claim["status"] = {"reservedFor": []}
     sa.put(f"{claims}/c/status", claim)
-    _forbidden(lambda: sa.delete(f"{claims}/c"))
-    _forbidden(lambda: sa.post(claims, claim))
     _forbidden(lambda: sa.patch(f"{claims}/c/status", {}))
+    extended = sa.post(
+        claims, {"metadata": {"name": "ext"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}]}}}
+    )
+    assert extended["metadata"]["name"] == "ext"
+    sa.delete(f"{claims}/ext")
     for verb in ("get", "create", "update", "patch", "delete"):
         assert not _can(sa, verb, "resourceslices", group="resource.k8s.io"), verb
         assert not _can(sa, verb, "deviceclasses", group="resource.k8s.io"), verb
@@ -428,7 +432,7 @@ def test_service_account_is_refused_everything_else(as_scheduler: KubeClient, ku
     sa = as_scheduler
     _forbidden(lambda: sa.get("/api/v1/namespaces/kube-system/secrets"))
     _forbidden(lambda: sa.get("/api/v1/secrets"))
-    _forbidden(lambda: sa.get("/api/v1/namespaces/kube-system/configmaps"))
+    _forbidden(lambda: sa.get("/api/v1/namespaces/default/configmaps"))  # kube-system: the decision ring
 
     other = leader.lease_path("kube-system", f"not-ours-{uuid.uuid4().hex[:6]}")
     lease = {
@@ -466,7 +470,11 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     """Builder makes wheels; the final python:3.11-slim stage installs only them and runs as non-root."""
     text = (REPO_ROOT / "Dockerfile").read_text()
     froms = re.findall(r"^FROM (\S+)", text, flags=re.MULTILINE)
-    assert froms == ["python:3.11-slim", "python:3.11-slim"]
+    # Both stages from one base, chosen by a build argument (hack/image.sh passes a Debian base it
+    # makes; the default is the public image, pinned by digest).
+    assert froms == ["${BASE}", "${BASE}"]
+    (base,) = re.findall(r"^ARG BASE=(\S+)", text, flags=re.MULTILINE)
+    assert re.fullmatch(r"docker\.io/library/python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", base)
     final = _final_stage(text)
     assert "pip wheel" in text.split("FROM ")[1]
     assert "--no-index" in final
@@ -695,3 +703,23 @@ def test_deployment_writes_only_to_an_in_memory_empty_dir() -> None:
     assert volumes[writable[0]["name"]]["emptyDir"]["medium"] == "Memory"
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+
+
+def test_service_account_writes_only_the_decision_record_ring(as_scheduler: KubeClient, kube: KubeClient) -> None:
+    """The decision record: list and create ConfigMaps in kube-system, get/update/patch only the
+    ring's eight; no other ConfigMap, no other namespace."""
+    sa = as_scheduler
+    cms = "/api/v1/namespaces/kube-system/configmaps"
+    assert "items" in sa.get(cms, {"limit": 1})
+    name = "custom-scheduler-decisions-7"
+    try:
+        sa.post(cms, {"metadata": {"name": name}, "data": {}})
+        sa.patch(f"{cms}/{name}", {"data": {"k": "v"}})
+        got = sa.get(f"{cms}/{name}")
+        assert got["data"] == {"k": "v"}
+        sa.put(f"{cms}/{name}", got)
+        _forbidden(lambda: sa.get(f"{cms}/kube-root-ca.crt"))
+        _forbidden(lambda: sa.delete(f"{cms}/{name}"))
+        assert not _can(sa, "create", "configmaps", namespace="default")
+    finally:
+        kube.delete(f"{cms}/{name}")

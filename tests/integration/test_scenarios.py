@@ -31,7 +31,7 @@ from custom_scheduler.devenv import cluster
 from custom_scheduler.framework import loadmetrics
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
-from custom_scheduler.plugins import accelerators
+from custom_scheduler.plugins import accelerators, load_aware
 from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import make_node, make_pod
 from tests.integration.env import Env
@@ -338,9 +338,7 @@ def test_load_aware_steers_a_burst_away_from_busy_nodes(
     cluster.wait_for(lambda: installed_source.get(idle) is not None, timeout=10, what="first metrics refresh")
     app = env.start_scheduler(example_config("load-aware"), metrics_sources=metrics_sources)
     # The daemon requeues pods a load threshold rejected whenever fresh metrics arrive.
-    installed_source.add_listener(
-        lambda: app.queue.move_all_to_active_or_backoff("NodeMetricsRefresh", plugins={"NodeLoad"})
-    )
+    installed_source.add_listener(lambda: app.queue.move_all_to_active_or_backoff(load_aware.METRICS_REFRESHED))
 
     template = manifests("load-aware", "pods.yaml")["worker"]["spec"]["template"]
     workers = [

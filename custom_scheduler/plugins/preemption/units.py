@@ -124,3 +124,39 @@ class VictimIndex:
             self._spread = spread
         return self._spread.get(key, [])
 
+
+# --- job-level preemption (issue #28) --------------------------------------------------------------
+
+
+def widen_to_gangs(
+    victims: Sequence[Pod],
+    preemptor_priority: int,
+    group_for: GroupLookup,
+    bound_members: Callable[[PodGroup], Sequence[Pod]],
+    priority: Callable[[Pod], int],
+) -> tuple[Pod, ...] | None:
+    """``victims`` as whole units for a gang that preempts (job-level preemption).
+
+    A victim gang (minCount > 1) may lose only its members above minCount — the *extras* of an
+    elastic gang, any of its bound pods being as good as another — so the evictions never leave it
+    below its quorum; one victim more and the whole gang goes, its pods on every node (a gang never
+    keeps part of its core). A ``disruptionMode: all`` group is already whole (upstream's unit), a
+    pod without a gang is a unit of one. None when widening would take a pod whose priority is
+    not below ``preemptor_priority``: that gang cannot be a victim, so the plan is void.
+    """
+    out: dict[str, Pod] = {p.uid: p for p in victims}
+    by_group: dict[tuple[str, str], tuple[PodGroup, list[Pod]]] = {}
+    for p in victims:
+        group = group_for(p) if p.pod_group else None
+        if group is None or not group.gang or group.min_count <= 1 or group.disrupt_all:
+            continue
+        by_group.setdefault((group.api, group.key), (group, []))[1].append(p)
+    for group, taken in by_group.values():
+        bound = list({q.uid: q for q in (*bound_members(group), *taken)}.values())
+        if len(taken) <= len(bound) - group.min_count:
+            continue  # only extras: the gang keeps its quorum
+        for p in bound:
+            if priority(p) >= preemptor_priority:
+                return None
+            out.setdefault(p.uid, p)
+    return tuple(out.values())

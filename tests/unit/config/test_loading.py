@@ -235,9 +235,9 @@ def test_rendered_shape(load: Load) -> None:
     assert profile["plugins"]["filter"]["enabled"][0] == {"name": "NodeName"}
     assert profile["plugins"]["filter"]["disabled"] == [{"name": "*"}]
     assert profile["plugins"]["preEnqueue"] == {
-            "enabled": [{"name": "SchedulingGates"}, {"name": "GangScheduling"}],
-            "disabled": [{"name": "*"}],
-        }
+        "enabled": [{"name": "SchedulingGates"}, {"name": "GangScheduling"}],
+        "disabled": [{"name": "*"}],
+    }
     assert list(profile["plugins"])[:2] == ["preEnqueue", "queueSort"]
     fit = next(c for c in profile["pluginConfig"] if c["name"] == "NodeResourcesFit")
     assert fit["args"] == {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from custom_scheduler.core import queue
 from custom_scheduler.core.queue import QueuedPodInfo, SchedulingQueue
+from custom_scheduler.framework import cluster_events as ce
 from tests.unit.core.test_queue import FakeClock, fail, make_backoff, pod, pop, priority_less
 
 
@@ -15,7 +16,7 @@ def backing_off(q: SchedulingQueue, name: str, priority: int = 0) -> QueuedPodIn
     qpi = pop(q)
     fail(q, qpi)
     q.done(qpi.uid)
-    q.move_all_to_active_or_backoff("NodeAdd")
+    q.move_all_to_active_or_backoff(ce.NODE_ADD)
     assert q.pending_counts()["backoff"] >= 1
     return qpi
 

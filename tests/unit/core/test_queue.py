@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from custom_scheduler.api import model
 from custom_scheduler.core import queue
 from custom_scheduler.core.queue import QueuedPodInfo, SchedulingQueue, SubQueue
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.plugins import scheduling_gates
 from tests.builders import make_pod
 from tests.unit.plugins.support import fake_handle
@@ -65,6 +66,23 @@ def pop(q: SchedulingQueue) -> QueuedPodInfo:
     qpi = q.pop(timeout=0)
     assert qpi is not None
     return qpi
+
+
+NODE_LABEL = ce.ClusterEvent(ce.Resource.NODE, ce.Action.UPDATE_NODE_LABEL)
+
+
+class PluginHints:
+    """Hints as a profile's would answer them: each event concerns the plugins listed for it."""
+
+    def __init__(self, interest: dict[ce.ClusterEvent, set[str]]) -> None:
+        self.interest = interest
+
+    def interested(self, event: ce.ClusterEvent) -> object:
+        return lambda plugin: plugin in self.interest.get(event, set())
+
+    def worth(self, qpi: QueuedPodInfo, event: ce.ClusterEvent, old: object, new: object) -> bool:
+        rejectors = qpi.unschedulable_plugins
+        return not rejectors or bool(rejectors & self.interest.get(event, set()))
 
 
 def fail(q: SchedulingQueue, qpi: QueuedPodInfo, *plugins: str) -> SubQueue | None:
@@ -381,7 +399,7 @@ def test_add_after_delete_in_flight_requeues(q: SchedulingQueue) -> None:
 
 
 def test_failure_without_move_request_is_unschedulable(q: SchedulingQueue) -> None:
-    q.move_all_to_active_or_backoff(queue.NODE_ADD)  # before the cycle: does not count
+    q.move_all_to_active_or_backoff(ce.NODE_ADD)  # before the cycle: does not count
     q.add(pod("a"))
     qpi = pop(q)
     assert fail(q, qpi) is UNSCHEDULABLE
@@ -392,7 +410,7 @@ def test_move_request_during_cycle_sends_failure_to_backoff(q: SchedulingQueue) 
     q.add(pod("a"))
     qpi = pop(q)
     cycle = q.scheduling_cycle
-    assert q.move_all_to_active_or_backoff(queue.NODE_ADD) == 0
+    assert q.move_all_to_active_or_backoff(ce.NODE_ADD) == 0
     assert q.add_unschedulable_if_not_present(qpi, cycle) is BACKOFF
 
 
@@ -403,7 +421,7 @@ def test_move_request_in_later_cycle_also_counts(q: SchedulingQueue) -> None:
     a = pop(q)
     a_cycle = q.scheduling_cycle
     pop(q)
-    q.move_all_to_active_or_backoff(queue.POD_DELETE)
+    q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_DELETE)
     a.unschedulable_plugins.add("NodeResourcesFit")
     assert q.add_unschedulable_if_not_present(a, a_cycle) is BACKOFF
 
@@ -413,27 +431,29 @@ def test_move_all_moves_unschedulable_pods(q: SchedulingQueue, clock: FakeClock)
     make_unschedulable(q, pod("a"))
     clock.advance(1)
     make_unschedulable(q, pod("b"))
-    assert q.move_all_to_active_or_backoff(queue.NODE_UPDATE) == 2
+    assert q.move_all_to_active_or_backoff(NODE_LABEL) == 2
     assert (q.where("uid-a"), q.where("uid-b")) == (ACTIVE, BACKOFF)
-    assert q.incoming_counts()[("active", queue.NODE_UPDATE)] == 1
-    assert q.incoming_counts()[("backoff", queue.NODE_UPDATE)] == 1
+    assert q.incoming_counts()[("active", NODE_LABEL.label)] == 1
+    assert q.incoming_counts()[("backoff", NODE_LABEL.label)] == 1
 
 
 def test_move_all_pre_check_filters(q: SchedulingQueue) -> None:
     make_unschedulable(q, pod("a", priority=1))
     make_unschedulable(q, pod("b", priority=2))
-    assert q.move_all_to_active_or_backoff(queue.NODE_ADD, lambda p: p.priority == 2) == 1
+    assert q.move_all_to_active_or_backoff(ce.NODE_ADD, pre_check=lambda p: p.priority == 2) == 1
     assert (q.where("uid-a"), q.where("uid-b")) == (UNSCHEDULABLE, BACKOFF)
 
 
-def test_move_all_plugins_filter(q: SchedulingQueue) -> None:
+def test_move_all_plugins_filter(clock: FakeClock) -> None:
     """Only pods rejected by a plugin that cares about the event move."""
+    hints = PluginHints({ce.ASSIGNED_POD_DELETE: {"NodeResourcesFit", "NodePorts"}})
+    q = SchedulingQueue(priority_less, clock=clock, hints=hints)  # type: ignore[arg-type]
     for name, plugin in [("a", "NodeAffinity"), ("b", "NodeResourcesFit")]:
         q.add(pod(name))
         qpi = pop(q)
         assert fail(q, qpi, plugin) is UNSCHEDULABLE
         q.done(qpi.uid)
-    assert q.move_all_to_active_or_backoff(queue.POD_DELETE, plugins={"NodeResourcesFit", "NodePorts"}) == 1
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_DELETE) == 1
     assert (q.where("uid-a"), q.where("uid-b")) == (UNSCHEDULABLE, BACKOFF)
 
 
@@ -524,7 +544,7 @@ def test_pop_wakes_on_move_to_active(q: SchedulingQueue, clock: FakeClock) -> No
     make_unschedulable(q, pod("a"))
     clock.advance(1)
     t, out = _pop_in_thread(q, timeout=0.5)
-    q.move_all_to_active_or_backoff(queue.NODE_ADD)
+    q.move_all_to_active_or_backoff(ce.NODE_ADD)
     t.join(timeout=0.5)
     assert isinstance(out[0], QueuedPodInfo)
 
@@ -600,21 +620,25 @@ def test_blocked_pop_ignores_gated_add(q: SchedulingQueue) -> None:
 @pytest.mark.parametrize(
     ("event", "pre_check", "plugins"),
     [
-        pytest.param(queue.NODE_ADD, None, None, id="node-add-wildcard"),
-        pytest.param(queue.NODE_UPDATE, lambda p: True, None, id="pre-check-true"),
-        pytest.param(queue.POD_DELETE, None, {"SchedulingGates", "NodeResourcesFit"}, id="event-naming-the-plugin"),
-        pytest.param(queue.ASSIGNED_POD_ADD, None, {"NodeResourcesFit"}, id="plugin-filter"),
+        pytest.param(ce.NODE_ADD, None, None, id="node-add-wildcard"),
+        pytest.param(NODE_LABEL, lambda p: True, None, id="pre-check-true"),
+        pytest.param(
+            ce.ASSIGNED_POD_DELETE, None, {"SchedulingGates", "NodeResourcesFit"}, id="event-naming-the-plugin"
+        ),
+        pytest.param(ce.ASSIGNED_POD_ADD, None, {"NodeResourcesFit"}, id="plugin-filter"),
     ],
 )
 def test_cluster_events_do_not_move_gated_pods(
-    q: SchedulingQueue, clock: FakeClock, event: str, pre_check: object, plugins: set[str] | None
+    clock: FakeClock, event: ce.ClusterEvent, pre_check: object, plugins: set[str] | None
 ) -> None:
     """Only the pod's own update can remove a gate, so no cluster event moves it (upstream skips
     SchedulingGates-gated pods in movePodsToActiveOrBackoffQueue), while unschedulable pods move."""
+    hints = None if plugins is None else PluginHints({event: plugins})
+    q = SchedulingQueue(priority_less, clock=clock, pre_enqueue=gates_check, hints=hints)  # type: ignore[arg-type]
     gated = make_gated(q)
     other = make_unschedulable(q, pod("b"))
     clock.advance(1)
-    moved = q.move_all_to_active_or_backoff(event, pre_check, plugins=plugins)  # type: ignore[arg-type]
+    moved = q.move_all_to_active_or_backoff(event, pre_check=pre_check)  # type: ignore[arg-type]
     assert moved == 1
     assert (q.where(gated.uid), q.where(other.uid)) == (GATED, ACTIVE)
     assert q.get(gated.uid) is gated
@@ -760,11 +784,12 @@ def test_other_pre_enqueue_plugins_are_rechecked_on_events(
     sq.add(pod("a"))
     sq.add(pod("g", gates=("g",)))
     assert (sq.where("uid-a"), sq.where("uid-g")) == (GATED, GATED)
-    assert sq.move_all_to_active_or_backoff(queue.NODE_ADD) == 1  # a re-checked, g skipped
+    assert sq.move_all_to_active_or_backoff(ce.NODE_ADD) == 1  # a re-checked, g skipped
     assert sq.where("uid-a") is GATED
-    assert sq.move_all_to_active_or_backoff(queue.NODE_ADD, plugins={"NodeResourcesFit"}) == 0
+    sq._hints = PluginHints({NODE_LABEL: {"NodeResourcesFit"}, ce.NODE_ADD: {"QuotaGate"}})  # type: ignore[assignment]
+    assert sq.move_all_to_active_or_backoff(NODE_LABEL) == 0
     switch.held.clear()
-    assert sq.move_all_to_active_or_backoff(queue.NODE_ADD, plugins={"QuotaGate"}) == 1
+    assert sq.move_all_to_active_or_backoff(ce.NODE_ADD) == 1
     assert sq.where("uid-a") is ACTIVE  # no backoff, though no time passed
     assert sq.where("uid-g") is GATED
 
@@ -802,7 +827,7 @@ def test_requeue_after_failure_is_not_gated_until_it_heads_to_active(
     assert not qpi.gated
     switch.held.add("a")
     clock.advance(1)
-    assert sq.move_all_to_active_or_backoff(queue.NODE_UPDATE) == 1
+    assert sq.move_all_to_active_or_backoff(NODE_LABEL) == 1
     assert sq.where("uid-a") is GATED
     assert qpi.unschedulable_plugins == {"NodeResourcesFit", "QuotaGate"}
 

@@ -115,13 +115,26 @@ def test_in_flight_records(steps: list[str], want_deleted: bool, want_latest: bo
     assert not aq.delete_in_flight("uid-p")
 
 
-def test_move_request_cycle_is_the_cycle_at_the_request() -> None:
+def test_in_flight_events_are_kept_for_the_pods_in_flight_only() -> None:
+    """An event is kept while a pod that was in flight when it came is still in flight; a pod
+    popped later does not see it; with no pod in flight nothing is kept."""
     aq = active()
-    assert aq.move_request_cycle == -1
+    aq.record_event("before", None, None)
+    assert aq.in_flight_events() == 0
     aq.push(entry("p"), "PodAdd")
-    aq.pop()
-    aq.note_move_request()
-    assert aq.move_request_cycle == 1
+    aq.push(entry("q"), "PodAdd")
+    first = aq.pop()
+    aq.record_event("e1", None, None)
+    second = aq.pop()
+    aq.record_event("e2", None, None)
+    f1, f2 = aq.get_flight(first.uid), aq.get_flight(second.uid)
+    assert f1 is not None
+    assert f2 is not None
+    assert [e[1] for e in aq.events_during(f1)] == ["e1", "e2"]
+    assert [e[1] for e in aq.events_during(f2)] == ["e2"]
+    aq.done(first.uid)
+    aq.done(second.uid)
+    assert aq.in_flight_events() == 0
 
 
 def test_active_update_repositions_the_entry() -> None:
@@ -210,7 +223,7 @@ def parked(name: str, *, rejected: Collection[str] = (), gating: str = "", times
         pytest.param(parked("p", rejected={"Other"}, gating="Other"), {"Other"}, None, True, id="other-gate"),
     ],
 )
-def test_movable(
+def test_candidates(
     qpi: QueuedPodInfo,
     plugins: set[str] | None,
     pre_check: Callable[[model.Pod], bool] | None,
@@ -218,7 +231,10 @@ def test_movable(
 ) -> None:
     pods = UnschedulablePods(clock=FakeClock(), max_in_unschedulable=300.0)
     pods.add(qpi, "ScheduleAttemptFailure")
-    assert (pods.movable(plugins, pre_check) == [qpi]) is want
+    interested = None if plugins is None else plugins.__contains__
+    assert (pods.candidates(interested, pre_check) == [qpi]) is want
+    pods.remove(qpi.uid)
+    assert pods.candidates(interested, None) == []
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from custom_scheduler.api import dra, dra_devices
-from custom_scheduler.core import dra_events
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.plugins import dra_allocator
 from tests.builders import ClaimBuilder, device_class_obj, resource_slice_obj
@@ -412,6 +412,5 @@ def test_format_quantity(value: Decimal, fmt: str, want: str) -> None:
 @pytest.mark.parametrize(("old", "new"), [(None, "r"), ("r", "r"), ("r", None)])
 def test_every_taint_rule_change_requeues_as_a_slice_update(old: str | None, new: str | None) -> None:
     r = dra_devices.device_taint_rule_from_json(rule("r", NO_SCHEDULE))
-    got = dra_events.requeue_for(fdra.TAINT_RULE, r if old else None, r if new else None)
-    assert got is not None
-    assert (got.event, got.plugins, got.pre_check) == ("ResourceSliceUpdate", dra_events.PLUGINS, None)
+    got = ce.store_event(fdra.TAINT_RULE, r if old else None, r if new else None)
+    assert got == ce.ClusterEvent(ce.Resource.RESOURCE_SLICE, ce.Action.UPDATE)

@@ -9,12 +9,13 @@ import pytest
 
 from custom_scheduler.api import dra
 from custom_scheduler.api.model import Pod, pod_from_json
-from custom_scheduler.core import dra_events
+from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework.handle import SnapshotHandle
+from custom_scheduler.framework.requeue import RequeueRules
 from custom_scheduler.framework.types import Code, CycleState, NodeInfo, Snapshot
 from custom_scheduler.kube import api_errors as kerr
-from custom_scheduler.plugins import dra_allocator
+from custom_scheduler.plugins import dra_allocator, dra_hints
 from custom_scheduler.plugins import dynamic_resources as plugin
 from tests.builders import ClaimBuilder, device_class_obj, make_node, make_pod, resource_slice_obj
 
@@ -304,11 +305,16 @@ def test_unreserve_drops_the_pending_allocation() -> None:
 
 def test_claim_events_requeue_the_pods_that_use_them() -> None:
     claim = dra.resource_claim_from_json(ClaimBuilder("a").request().owner("uid-q").obj())
-    rq = dra_events.requeue_for(fdra.CLAIM, None, claim)
-    assert rq is not None
-    assert rq.event == "ResourceClaimAdd"
-    assert rq.pre_check is not None
-    assert rq.pre_check(gpu_pod("a"))
+    add = ce.store_event(fdra.CLAIM, None, claim)
+    assert add is not None
+    assert add.label == "resource.k8s.io/ResourceClaimAdd"
+
+    def helped(pod: Pod, old: Any, new: Any) -> bool:
+        event = ce.store_event(fdra.CLAIM, old, new)
+        assert event is not None
+        return RULES.worth_requeuing(pod, {plugin.NAME}, event, old, new)
+
+    assert helped(gpu_pod("a"), None, claim)
     owned = pod_from_json(
         {
             **make_pod("q").uid("uid-q").obj(),
@@ -318,13 +324,18 @@ def test_claim_events_requeue_the_pods_that_use_them() -> None:
             },
         }
     )
-    assert rq.pre_check(owned), "the template's claim, before the pod's status names it"
-    assert not rq.pre_check(gpu_pod("b"))
-    gone = dra_events.requeue_for(fdra.CLAIM, claim, None)
-    assert gone is not None
-    assert gone.pre_check is None
-    assert dra_events.requeue_for(fdra.SLICE, None, object()) is not None
-    assert dra_events.requeue_for(fdra.SLICE, object(), None) is None
+    assert helped(owned, None, claim), "the template's claim, before the pod's status names it"
+    assert not helped(gpu_pod("b"), None, claim)
+    assert helped(gpu_pod("b"), claim, None), "a deleted claim frees its devices for anyone"
+    slice_add = ce.store_event(fdra.SLICE, None, object())
+    assert slice_add is not None
+    assert RULES.worth_requeuing(gpu_pod("b"), {plugin.NAME}, slice_add, None, object())
+    slice_delete = ce.store_event(fdra.SLICE, object(), None)
+    assert slice_delete is not None
+    assert not RULES.worth_requeuing(gpu_pod("b"), {plugin.NAME}, slice_delete, object(), None)
+
+
+RULES = RequeueRules({plugin.NAME: tuple(dra_hints.registrations())})
 
 
 def test_generated_claim_in_pod_status_releases_a_gated_pod() -> None:

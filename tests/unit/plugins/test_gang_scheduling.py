@@ -151,6 +151,12 @@ def test_permit_for_non_members_basic_groups_and_vanished_groups() -> None:
         pytest.param(None, gs.GangSchedulingArgs(300), id="defaults"),
         pytest.param({"permitTimeoutSeconds": 60}, gs.GangSchedulingArgs(60), id="set"),
         pytest.param({"kind": "GangSchedulingArgs", "apiVersion": "x/v1"}, gs.GangSchedulingArgs(300), id="kind"),
+        pytest.param(
+            {"topologyLevels": ["topology.kubernetes.io/zone", "example.com/rack"], "jobLevelPreemption": True},
+            gs.GangSchedulingArgs(300, ("topology.kubernetes.io/zone", "example.com/rack"), True),
+            id="topology-and-job-level",
+        ),
+        pytest.param({"topologyLevels": None}, gs.GangSchedulingArgs(300), id="null-levels-default"),
     ],
 )
 def test_parse_args(raw: dict[str, Any] | None, want: gs.GangSchedulingArgs) -> None:
@@ -164,6 +170,13 @@ def test_parse_args(raw: dict[str, Any] | None, want: gs.GangSchedulingArgs) -> 
         pytest.param({"permitTimeoutSeconds": 901}, "must be between 1 and 900", id="above-cap"),
         pytest.param({"permitTimeoutSeconds": "5m"}, "must be an integer", id="string"),
         pytest.param({"timeout": 5}, "unknown field", id="unknown"),
+        pytest.param({"topologyLevels": []}, "must list at least one node label key", id="no-levels"),
+        pytest.param({"topologyLevels": "a/b"}, "must be a list", id="levels-not-a-list"),
+        pytest.param({"topologyLevels": [3]}, r"topologyLevels\[0\]: must be a string", id="level-not-a-string"),
+        pytest.param({"topologyLevels": ["a b"]}, "'a b' is not a node label key", id="bad-key"),
+        pytest.param({"topologyLevels": ["a/b", "c", "a/b"]}, r"\[2\]: 'a/b' is listed twice", id="repeated"),
+        pytest.param({"topologyLevels": [f"l{i}" for i in range(9)]}, "at most 8 levels", id="too-deep"),
+        pytest.param({"jobLevelPreemption": "yes"}, "jobLevelPreemption: must be a boolean", id="switch-not-bool"),
     ],
 )
 def test_parse_args_errors(raw: dict[str, Any], msg: str) -> None:
@@ -175,7 +188,8 @@ def test_in_the_default_profile_and_disabled_like_any_plugin() -> None:
     """Upstream's default profile has it with GenericWorkload (the gate that serves PodGroups);
     ours always has it, and it acts only where a PodGroup API is served (below)."""
     reg = full_registry(out_of_tree=False)
-    assert reg[gs.NAME].extension_points == frozenset({"preEnqueue", "permit"})
+    # PreFilter and Filter are ours (reservations for starving gangs, plugins/gang_reservations.py).
+    assert reg[gs.NAME].extension_points == frozenset({"preEnqueue", "preFilter", "filter", "permit"})
     header = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
     default = load_config(header + "profiles: [{schedulerName: s}]\n", reg)
     assert gs.NAME in default.profiles[0].plugin_names()
@@ -246,4 +260,3 @@ def test_a_basic_group_schedules_its_pods_alone() -> None:
     pods = _members(2)
     plugin, _ = _plugin(make_pod_group("g", "ns").basic(), pods)
     assert plugin.group_of(pods[0]) is None
-

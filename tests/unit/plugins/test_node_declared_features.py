@@ -324,8 +324,10 @@ def _enabled(body: str, point: str) -> list[str]:
 
 def test_in_the_default_profile_last_at_pre_filter_and_filter() -> None:
     """Upstream appends it to the default multiPoint list (after DefaultBinder) while its gate is on."""
-    assert _enabled("", "preFilter")[-1] == "NodeDeclaredFeatures"
-    assert _enabled("", "filter")[-1] == "NodeDeclaredFeatures"
+    # GangScheduling (appended after it, with the GenericWorkload gate) has PreFilter and Filter of
+    # its own here (reservations, docs/gangs.md): NodeDeclaredFeatures is last before it.
+    assert _enabled("", "preFilter")[-2:] == ["NodeDeclaredFeatures", "GangScheduling"]
+    assert _enabled("", "filter")[-2:] == ["NodeDeclaredFeatures", "GangScheduling"]
     assert "NodeDeclaredFeatures" not in _enabled("", "score")
 
 

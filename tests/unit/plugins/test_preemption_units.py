@@ -188,4 +188,3 @@ def test_a_group_unknown_to_the_store_leaves_the_pod_its_own_priority() -> None:
     store: dict[str, Any] = {}
     index = VictimIndex(lambda p: store.get(p.name), (), now=0.0)
     assert index.priority(running("a", "n", 7, "missing")) == 7
-
