@@ -411,6 +411,8 @@ class ResourceClaim:
     resource_version: str = ""
     deleting: bool = False
     owner_uid: str = ""
+    owner_kind: str = ""
+    """The controlling owner's kind (``Pod`` for a claim made from a pod's template)."""
     """The controlling owner's UID (the pod, for a claim made from a template)."""
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[Constraint, ...] = ()
@@ -475,6 +477,7 @@ def resource_claim_from_json(doc: JSON) -> ResourceClaim:
         resource_version=str(meta.get("resourceVersion", "")),
         deleting=bool(meta.get("deletionTimestamp")),
         owner_uid=str(owner.get("uid", "")) if owner else "",
+        owner_kind=str(owner.get("kind", "")) if owner else "",
         requests=tuple(requests),
         constraints=constraints,
         allocation=allocation_from_json(status.get("allocation")),

@@ -74,6 +74,9 @@ class QueueHooks:
     def worth(self, qpi: q.QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         return self._bound().hints_worth(qpi, event, old, new)
 
+    def targets(self, plugin: str, event: ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
+        return self._bound().hints_targets(plugin, event, old, new)
+
 
 @dataclass(frozen=True, slots=True)
 class FrameworkInputs:

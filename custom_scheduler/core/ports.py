@@ -164,3 +164,7 @@ class Hints(Protocol):
     def worth(self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         """Whether ``event`` may make ``qpi`` (rejected by its ``unschedulable_plugins``) schedulable."""
         ...
+
+    def targets(self, plugin: str, event: ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
+        """The UIDs of the pods ``plugin`` rejected that ``event`` can concern (None: any)."""
+        ...

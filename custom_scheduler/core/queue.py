@@ -240,10 +240,12 @@ class SchedulingQueue:
         """
         with self._lock:
             self._active.record_event(event, old, new)
-            interested = None if self._hints is None or event.is_wildcard else self._hints.interested(event)
+            hints = self._hints
+            interested = None if hints is None or event.is_wildcard else hints.interested(event)
+            targets = None if interested is None or hints is None else (lambda p: hints.targets(p, event, old, new))
             moving = [
                 qpi
-                for qpi in self._unschedulable.candidates(interested, pre_check)
+                for qpi in self._unschedulable.candidates(interested, pre_check, targets)
                 if self._worth(qpi, event, old, new)
             ]
             self._move_all_locked(moving, event.label)

@@ -203,6 +203,16 @@ class Scheduler:
             return True
         return fwk.requeue.worth_requeuing(qpi.pod, qpi.unschedulable_plugins, event, old, new)
 
+    def hints_targets(self, plugin: str, event: ce.ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
+        """The pods ``plugin`` rejected that ``event`` can concern, over every profile (None: any)."""
+        found: set[str] = set()
+        for fwk in self.profiles.values():
+            got = fwk.requeue.targets(plugin, event, old, new) if plugin in fwk.requeue.plugins else frozenset()
+            if got is None:
+                return None
+            found |= got
+        return frozenset(found)
+
     # -- informer sinks (upstream's eventhandlers.go: which cluster event each change is) -----------
     def on_pod_add(self, pod: Pod) -> None:
         if pod.node_name:

@@ -97,18 +97,24 @@ class UnschedulablePods:
         return sum(1 for qpi in self._pods.values() if qpi.gated)
 
     def candidates(
-        self, interested: Callable[[str], bool] | None, pre_check: Callable[[model.Pod], bool] | None
+        self,
+        interested: Callable[[str], bool] | None,
+        pre_check: Callable[[model.Pod], bool] | None,
+        targets: Callable[[str], frozenset[str] | None] | None = None,
     ) -> list[QueuedPodInfo]:
         """The pods a cluster event may concern, before their hints are asked: not gated by
         SchedulingGates, rejected by a plugin ``interested`` accepts (any, when None; a pod with
-        no recorded plugin always), and passing ``pre_check`` (when given). Insertion order."""
+        no recorded plugin always) and, when that plugin's ``targets`` names pods, one of them,
+        and passing ``pre_check`` (when given)."""
         if interested is None:
             pool: list[QueuedPodInfo] = list(self._pods.values())
         else:
             uids: set[str] = set()
             for plugin, members in self._by_plugin.items():
                 if members and (not plugin or interested(plugin)):
-                    uids |= members
+                    # A plugin that names the pods the change concerns narrows its bucket to them.
+                    only = targets(plugin) if targets is not None and plugin else None
+                    uids |= members if only is None else members & only
             pool = [self._pods[uid] for uid in uids]
         return [qpi for qpi in pool if not waits_for_own_update(qpi) and (pre_check is None or pre_check(qpi.pod))]
 

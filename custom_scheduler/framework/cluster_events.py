@@ -164,12 +164,20 @@ HintFn = Callable[[Pod, Any, Any], Hint]
 An exception counts as QUEUE (upstream: an erring hint must not strand the pod)."""
 
 
+TargetsFn = Callable[[Any, Any], "frozenset[str] | None"]
+"""``(old, new) -> the UIDs of the pods the change can concern``, or None for any pod (upstream's
+PreQueueingHintFn): the queue then asks the hint only of those pods, not of every pod the plugin
+rejected."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEventWithHint:
-    """One registration: the event and the hint that looks closer (None: always QUEUE)."""
+    """One registration: the event, the hint that looks closer (None: always QUEUE), and
+    optionally which pods the change can concern at all (``targets``)."""
 
     event: ClusterEvent
     hint: HintFn | None = None
+    targets: TargetsFn | None = None
 
 
 # -- the queue's own events (wildcards: every pod they name moves) -----------------------------------

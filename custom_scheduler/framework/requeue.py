@@ -79,6 +79,24 @@ class RequeueRules:
             self._interest[event] = found
         return found
 
+    def targets(self, plugin: str, event: ce.ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
+        """The pods ``plugin``'s registrations for ``event`` can concern (their ``targets``), or
+        None when one of them can concern any pod (or has no ``targets``)."""
+        regs = self._by_plugin.get(plugin)
+        if regs is None or event.is_wildcard:
+            return None
+        found: set[str] = set()
+        for reg in regs:
+            if not ce.matches(reg.event, event):
+                continue
+            if reg.targets is None:
+                return None
+            got = reg.targets(old, new)
+            if got is None:
+                return None
+            found |= got
+        return frozenset(found)
+
     def worth_requeuing(self, pod: Pod, rejectors: Collection[str], event: ce.ClusterEvent, old: Any, new: Any) -> bool:
         """Whether ``event`` may make ``pod``, rejected by ``rejectors``, schedulable."""
         if not rejectors or event.is_wildcard:

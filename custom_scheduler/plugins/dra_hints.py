@@ -29,6 +29,15 @@ def after_claim_change(pod: Pod, old: Any, new: Any) -> Hint:
     return Hint.QUEUE if mine else Hint.SKIP
 
 
+def claim_targets(old: Any, new: Any) -> frozenset[str] | None:
+    """The pods a claim change can concern before any hint runs (upstream's preQueueingHint): a
+    claim made from a pod's template concerns only that pod; a deleted or deallocated claim, or one
+    that pods name directly, may concern any of them."""
+    if new is None or (old is not None and old.allocation is not None and new.allocation is None):
+        return None
+    return frozenset({new.owner_uid}) if new.owner_kind == "Pod" and new.owner_uid else None
+
+
 def registrations() -> list[ClusterEventWithHint]:
     add_or_update = Action.ADD | Action.UPDATE
     return [
@@ -36,7 +45,9 @@ def registrations() -> list[ClusterEventWithHint]:
             ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL | Action.UPDATE_NODE_ALLOCATABLE)
         ),
         ClusterEventWithHint(
-            ClusterEvent(Resource.RESOURCE_CLAIM, Action.ADD | Action.UPDATE | Action.DELETE), after_claim_change
+            ClusterEvent(Resource.RESOURCE_CLAIM, Action.ADD | Action.UPDATE | Action.DELETE),
+            after_claim_change,
+            claim_targets,
         ),
         ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM)),
         ClusterEventWithHint(ClusterEvent(Resource.DEVICE_CLASS, add_or_update)),

@@ -84,6 +84,9 @@ class PluginHints:
         rejectors = qpi.unschedulable_plugins
         return not rejectors or bool(rejectors & self.interest.get(event, set()))
 
+    def targets(self, plugin: str, event: ce.ClusterEvent, old: object, new: object) -> frozenset[str] | None:
+        return self.only.get(plugin) if hasattr(self, "only") else None
+
 
 def fail(q: SchedulingQueue, qpi: QueuedPodInfo, *plugins: str) -> SubQueue | None:
     """The failure handler: record the rejecting plugins and requeue for the pod's own cycle."""
@@ -978,3 +981,18 @@ def test_next_backoff_expiry_is_the_earliest_backing_off_pod(q: SchedulingQueue,
     assert q.next_backoff_expiry() == q.backoff_expiry(qpi)
     clock.advance(q.backoff_expiry(qpi) - clock())
     assert pop(q).uid == "uid-x"
+
+
+def test_a_plugins_targets_narrow_the_pods_its_event_is_offered_to(clock: FakeClock) -> None:
+    """upstream's PreQueueingHint: a plugin that names the pods a change concerns (a claim made
+    from one pod's template) has the change offered to those pods only."""
+    hints = PluginHints({ce.ASSIGNED_POD_DELETE: {"DynamicResources"}})
+    hints.only = {"DynamicResources": frozenset({"uid-b"})}  # type: ignore[attr-defined]
+    q = SchedulingQueue(priority_less, clock=clock, hints=hints)  # type: ignore[arg-type]
+    for name in ("a", "b"):
+        q.add(pod(name))
+        qpi = pop(q)
+        assert fail(q, qpi, "DynamicResources") is UNSCHEDULABLE
+        q.done(qpi.uid)
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_DELETE) == 1
+    assert (q.where("uid-a"), q.where("uid-b")) == (UNSCHEDULABLE, BACKOFF)

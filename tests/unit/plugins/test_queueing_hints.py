@@ -168,3 +168,21 @@ def test_node_and_pod_changes_are_the_specific_events() -> None:
     assert ce.pod_changes(p, p, target=False) == [ce.ClusterEvent(ce.Resource.UNSCHEDULED_POD, ce.Action.UPDATE)]
     assert ce.NODE_ADD.label == "NodeAdd"
     assert ce.ClusterEvent(ce.Resource.CSI_NODE, ce.Action.UPDATE).label == "storage.k8s.io/CSINodeUpdate"
+
+
+def test_a_template_claim_concerns_only_its_pod() -> None:
+    """DynamicResources' pre-hint: a claim a pod's template made concerns that pod only; a claim
+    pods name directly, or one deleted or deallocated, may concern any pod."""
+    from custom_scheduler.api import dra
+    from custom_scheduler.plugins.dra_hints import claim_targets
+    from tests.builders import ClaimBuilder
+
+    owned = dra.resource_claim_from_json(ClaimBuilder("c").request().owner("uid-p").obj())
+    assert claim_targets(None, owned) == frozenset({"uid-p"})
+    plain = dra.resource_claim_from_json(ClaimBuilder("d").request().obj())
+    assert claim_targets(None, plain) is None
+    assert claim_targets(owned, None) is None
+    event = ce.ClusterEvent(ce.Resource.RESOURCE_CLAIM, ce.Action.ADD)
+    assert rules("DynamicResources").targets("DynamicResources", event, None, owned) == frozenset({"uid-p"})
+    assert rules("DynamicResources").targets("DynamicResources", event, None, plain) is None
+    assert rules("DynamicResources").targets("DynamicResources", ce.NODE_ADD, None, small()) is None
