@@ -239,7 +239,8 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
 
 
 # -- the supervisor ----------------------------------------------------------------------------------
-def _health_ok(port: int) -> bool:
+def readyz_ok(port: int) -> bool:
+    """Whether the daemon on 127.0.0.1:``port`` answers /readyz 200 (its caches synced)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE  # the daemon's self-signed serving certificate
@@ -268,7 +269,7 @@ def running_scheduler(state: Path, kubeconfig: Path, timeout: float = 60.0) -> I
             if proc.poll() is not None:
                 tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
                 raise ControlPlaneError(f"custom-scheduler exited with {proc.returncode}:\n{tail}")
-            return _health_ok(port)
+            return readyz_ok(port)
 
         wait_for(ready, timeout=timeout, interval=0.2, what="custom-scheduler /readyz")
         yield proc

@@ -22,11 +22,8 @@ import json
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import tarfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +34,7 @@ import yaml
 
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ADMIN_TOKEN_USER, REPO_ROOT, ControlPlane, free_port
+from custom_scheduler.devenv.playground import readyz_ok
 from tests import kubectl as k
 
 SCRIPT = REPO_ROOT / "hack" / "image.sh"
@@ -246,17 +244,6 @@ def _kubeconfig(cp: ControlPlane) -> dict[str, Any]:
     }
 
 
-def _ready(port: int) -> bool:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE  # the daemon's self-signed serving certificate
-    try:
-        with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=2, context=ctx) as r:
-            return bool(r.status == 200)
-    except (OSError, urllib.error.URLError, ssl.SSLError):
-        return False
-
-
 @pytest.fixture
 def daemon_in_image(
     image: Image, config_dir: Path, control_plane: ControlPlane
@@ -300,7 +287,7 @@ def test_daemon_in_the_image_syncs_against_the_api_server_and_stops_on_sigterm(
 
     def ready() -> bool:
         assert proc.poll() is None, f"the daemon exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
-        return _ready(port)
+        return readyz_ok(port)
 
     cluster.wait_for(ready, timeout=60, interval=0.2, what="the daemon's /readyz in the image")
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
