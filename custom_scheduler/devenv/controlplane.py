@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -81,12 +82,43 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be provisioned or did not become ready."""
 
 
+_LISTEN_PORTS = (20000, 32000)
+"""Where :func:`free_port` picks from: below Linux's ephemeral range (32768-60999 by default)."""
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range.
+
+    Why not ``bind(0)``: the kernel hands out a port from the ephemeral range, and between our
+    closing it and the server binding it any outgoing connection (there are thousands in a test
+    session) may take it as its local port: kube-apiserver then fails with "address already in
+    use" (seen in CI). A port below the ephemeral range is never chosen for an outgoing
+    connection; it is drawn at random (several processes pick at once) and checked by binding.
+    """
+    low, high = _LISTEN_PORTS
+    eph_low, eph_high = _ephemeral_range()
+    candidates = [p for p in range(low, high) if not eph_low <= p <= eph_high and p not in _handed_out]
+    for port in random.sample(candidates, min(200, len(candidates))):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a crowded machine: the kernel's pick
+        s.bind(("127.0.0.1", 0))
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 DEFAULT_NEED = "etcd kube-apiserver kube-controller-manager"
@@ -188,11 +220,22 @@ class ControlPlane:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> ControlPlane:
-        try:
-            self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        """Start etcd, kube-apiserver and (if asked) kube-controller-manager; wait until ready.
+
+        A port taken between :func:`free_port`'s check and the server's bind (another process on
+        the machine picked the same one) costs one more attempt on fresh ports, not a failure.
+        """
+        for attempt in range(3):
+            try:
+                self._start(timeout)
+                return self
+            except ControlPlaneError as exc:
+                self.stop()
+                if "address already in use" not in str(exc) or attempt == 2:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def _start(self, timeout: float) -> None:
