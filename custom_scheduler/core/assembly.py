@@ -34,7 +34,7 @@ from custom_scheduler.core.nominator import Nominator
 from custom_scheduler.core.ports import Clock, EventSink, Observer
 from custom_scheduler.core.scheduler import Scheduler
 from custom_scheduler.framework.cluster_events import ClusterEvent
-from custom_scheduler.framework.evictor import Evictor
+from custom_scheduler.framework.evictor import Evictor, NoEvictor
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Snapshot
@@ -88,6 +88,9 @@ class FrameworkInputs:
     snapshot: Snapshot
     nominated: Callable[[str], Sequence[Pod]]
     activate: Callable[[Sequence[Pod]], object]
+    #: Whether a pod's own preemption is still being carried out (the evictor's), for
+    #: DefaultPreemption's PreEnqueue.
+    preempting: Callable[[str], bool]
 
 
 #: Builds the frameworks of ``config``'s profiles over the inputs (the daemon's, or offline ones).
@@ -143,7 +146,8 @@ def assemble(
         pop_from_backoff=ports.gates.scheduler_pop_from_backoff_q,
     )
     nominator = Nominator()
-    inputs = FrameworkInputs(Snapshot(), nominator.pods_on, queue.activate)
+    evictor = ports.evictor if ports.evictor is not None else NoEvictor()
+    inputs = FrameworkInputs(Snapshot(), nominator.pods_on, queue.activate, evictor.running)
     scheduler = Scheduler(
         profiles=frameworks(config, inputs),
         cache=cache,
@@ -156,7 +160,7 @@ def assemble(
         observer=ports.observer,
         on_decision=ports.on_decision,
         fence=ports.fence,
-        evictor=ports.evictor,
+        evictor=evictor,
         executor=ports.executor,
         confirm=ports.confirm,
         rng=ports.rng,

@@ -50,8 +50,6 @@ from custom_scheduler.framework.types import Code, Snapshot
 
 log = structlog.get_logger("custom_scheduler.scheduler")
 
-#: PreEnqueue's answer for a pod whose preemption's API calls are still being sent.
-RUNNING_PREEMPTION = "DefaultPreemption"
 
 __all__ = ["Decision", "Observer", "Scheduler"]
 
@@ -152,16 +150,10 @@ class Scheduler:
         """The queue's PreEnqueue check: the pod's profile's PreEnqueue plugins. Returns the name
         of the plugin that rejected the pod (the queue then keeps it gated), or None.
 
-        A pod whose preemption is still being carried out is held back too (upstream's
-        DefaultPreemption PreEnqueue): retried before its victims are marked, it could preempt
-        again elsewhere. The evictor releases it when done.
-
         Runs under the queue's lock, on informer and flush threads, and reads ``profiles`` at
         each call, so a config reload's new plugins apply to the next check. Pods of no profile
         pass: the scheduling cycle skips them anyway.
         """
-        if self.cycle.evictor.running(pod.uid):
-            return RUNNING_PREEMPTION
         fwk = self.profiles.get(pod.scheduler_name)
         if fwk is None or not fwk.pre_enqueue:
             return None

@@ -175,18 +175,27 @@ class OpportunisticBatch:
 class Signer:
     """A profile's pod signing (upstream's ``SignPod``): the scheduler name and every fragment of
     the plugins at PreFilter, Filter, PreScore and Score. ``enabled`` is False when one of them
-    cannot sign at all; :meth:`sign` gives None for a pod one of them refuses."""
+    cannot sign at all; :meth:`sign` gives None for a pod one of them refuses, at once when one
+    refuses every pod as configured (``signs_no_pod``)."""
 
     def __init__(self, plugins: Sequence[object]) -> None:
         unique: dict[str, object] = {}
         for p in plugins:
             unique.setdefault(getattr(p, "name", repr(p)), p)
-        self._signers = [p for p in unique.values() if callable(getattr(p, "sign_pod", None))]
-        self.enabled = len(self._signers) == len(unique)
-        self.unsigned = sorted(n for n, p in unique.items() if p not in self._signers)
+        signers = [p for p in unique.values() if callable(getattr(p, "sign_pod", None))]
+        # Plugins that may refuse a pod sign first: a refusal then costs no other plugin's
+        # fragments (the result is the same in any order: fragments of one key are equal).
+        self._signers = sorted(signers, key=lambda p: not getattr(p, "may_refuse_signing", False))
+        self.unsigned = sorted(n for n, p in unique.items() if p not in signers)
+        self.enabled = not self.unsigned
+        #: Plugins that, as configured, refuse every pod (PodTopologySpread with default
+        #: constraints): :meth:`sign` answers None at once instead of collecting every other
+        #: plugin's fragments first. Batching still runs, so its metrics count each such pod as
+        #: upstream's do (a ``pod_not_batchable`` flush).
+        self.refuse_all = sorted(n for n, p in unique.items() if getattr(p, "signs_no_pod", False))
 
     def sign(self, pod: Any) -> Signature | None:
-        if not self.enabled:
+        if not self.enabled or self.refuse_all:
             return None
         fragments: dict[str, Any] = {"schedulerName": pod.scheduler_name}
         for p in self._signers:

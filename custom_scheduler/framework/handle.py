@@ -45,6 +45,7 @@ class SnapshotHandle:
         nominated_lister: Callable[[str], Sequence[Pod]] | None = None,
         event_sink: Callable[..., None] | None = None,
         activator: Callable[[Sequence[Pod]], object] | None = None,
+        preempting: Callable[[str], bool] | None = None,
         fence: Fence | None = None,
         extenders: Extenders | None = None,
     ) -> None:
@@ -63,6 +64,8 @@ class SnapshotHandle:
         self.event_sink: Callable[..., None] | None = event_sink
         # The queue's activate (offline: nothing to activate).
         self.activator: Callable[[Sequence[Pod]], object] = activator or (lambda pods: None)
+        # The evictor's "is this pod's preemption still running" (offline: never).
+        self._preempting: Callable[[str], bool] = preempting or (lambda uid: False)
         # Never revoked unless the composition root hands in the elector's (App does).
         self.fence: Fence = fence if fence is not None else Fence()
         # The configured HTTP extenders (shared by every profile's handle).
@@ -140,6 +143,11 @@ class SnapshotHandle:
 
     def activate(self, pods: Sequence[Pod]) -> None:
         self.activator(pods)
+
+    def preempting(self, uid: str) -> bool:
+        """Whether the pod's own preemption is still evicting its victims (upstream's
+        ``IsPodRunningPreemption``)."""
+        return self._preempting(uid)
 
     def record_event(
         self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"

@@ -361,6 +361,11 @@ class Handle(DryRunner, Protocol):
         other members once one of them reached Permit."""
         ...
 
+    def preempting(self, uid: str) -> bool:
+        """Whether the pod's own preemption is still evicting its victims (upstream's
+        ``Executor.IsPodRunningPreemption``), for DefaultPreemption's PreEnqueue."""
+        ...
+
     @property
     def gangs(self) -> GangStore:
         """PodGroups of both APIs and their members (GangScheduling's lister)."""

@@ -44,6 +44,7 @@ def build_frameworks(
     nominated_lister: Callable[[str], Sequence[Pod]] | None = None,
     event_sink: Callable[..., None] | None = None,
     activator: Callable[[Sequence[Pod]], object] | None = None,
+    preempting: Callable[[str], bool] | None = None,
     fence: Fence | None = None,
     permit_clock: Callable[[], float] | None = None,
     extenders: Extenders | None = None,
@@ -70,6 +71,7 @@ def build_frameworks(
             nominated_lister=nominated_lister,
             event_sink=event_sink,
             activator=activator,
+            preempting=preempting,
             fence=fence,
             extenders=extenders,
         )

@@ -52,6 +52,8 @@ log = structlog.get_logger("custom_scheduler.preemption")
 NAME = "DefaultPreemption"
 
 MESSAGE_PREFIX = "preemption: "
+#: PreEnqueue's reason while the pod's own preemption runs (upstream's text).
+WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
 MSG_NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 MSG_NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 ERR_REASON_NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -148,6 +150,14 @@ class DefaultPreemption:
     def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
         self.args = args or DefaultPreemptionArgs()
         self.handle = handle
+
+    def pre_enqueue(self, pod: Pod) -> Status:
+        """Hold a pod back while its own preemption is still being carried out (upstream's, with
+        asynchronous preemption): retried before its victims are gone it could preempt again
+        elsewhere. The evictor releases it when done (the queue re-runs PreEnqueue then)."""
+        if self.handle.preempting(pod.uid):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (WAITING_FOR_PREEMPTION,), NAME)
+        return SUCCESS
 
     def events_to_register(self) -> list[ce.ClusterEventWithHint]:
         """Upstream's, with asynchronous preemption (on): a victim's deletion is noted, but it is

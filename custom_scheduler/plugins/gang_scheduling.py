@@ -144,6 +144,9 @@ def _levels(r: args_reader.ArgsReader, doc: Mapping[str, Any], path: str) -> tup
 class GangScheduling:
     """PreEnqueue barrier and Permit quorum; see the module docstring."""
 
+    #: Its ``sign_pod`` refuses some pods: the Signer asks it first.
+    may_refuse_signing = True
+
     name: ClassVar[str] = NAME
 
     def __init__(self, args: GangSchedulingArgs | None, handle: Handle) -> None:

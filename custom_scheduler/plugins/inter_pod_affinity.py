@@ -284,6 +284,9 @@ def _add_matching(
 class InterPodAffinity:
     """The InterPodAffinity plugin: PreFilter, Filter, PreFilterExtensions, PreScore, Score."""
 
+    #: Its ``sign_pod`` refuses some pods: the Signer asks it first.
+    may_refuse_signing = True
+
     name: ClassVar[str] = NAME
 
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:

@@ -148,6 +148,9 @@ class NodeResourcesBalancedAllocation:
     the snapshot's columns; :meth:`score` reads one NodeInfo and is what it must equal.
     """
 
+    #: Its ``sign_pod`` refuses some pods: the Signer asks it first.
+    may_refuse_signing = True
+
     name: ClassVar[str] = NAME
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None, handle: Handle) -> None:

@@ -358,6 +358,9 @@ class NodeResourcesFit:
     :meth:`filter` and :meth:`score` stay per node and are what the fast paths must equal.
     """
 
+    #: Its ``sign_pod`` refuses some pods: the Signer asks it first.
+    may_refuse_signing = True
+
     name: ClassVar[str] = NAME
 
     def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:

@@ -263,6 +263,9 @@ _SCORE_KEY: StateKey[_ScoreState] = StateKey("PreScore" + NAME)
 class PodTopologySpread:
     """The PodTopologySpread plugin: PreFilter, Filter, PreFilterExtensions, PreScore, Score."""
 
+    #: Its ``sign_pod`` refuses some pods: the Signer asks it first.
+    may_refuse_signing = True
+
     name: ClassVar[str] = NAME
 
     def __init__(self, args: PodTopologySpreadArgs | None, handle: Handle) -> None:
@@ -273,6 +276,12 @@ class PodTopologySpread:
         self._tally = arrays.RowTally()
         self._domain_ids = arrays.RowMemo()
         self._domains: dict[str, dict[str | None, int]] = {}  # topology key -> value -> id (None, 0: no label)
+
+    @property
+    def signs_no_pod(self) -> bool:
+        """With default constraints (the system's or configured) :meth:`sign_pod` refuses every
+        pod, so the profile's Signer skips signing altogether."""
+        return bool(self._defaults)
 
     def sign_pod(self, pod: Pod) -> list[tuple[str, object]] | None:
         """Not signable with constraints of its own or default ones (so, with the system defaults,

@@ -312,6 +312,7 @@ class App:
             nominated_lister=inputs.nominated,
             event_sink=None if self.dry_run else self.writer.event,
             activator=inputs.activate,
+            preempting=inputs.preempting,
             fence=self.fence,
             extenders=Extenders.build(config.extenders, pod_json=api_pod_json(self.client.get)),
             recorder=self.metrics.framework if self.metrics is not None else NO_RECORDER,

@@ -321,6 +321,7 @@ def offline_frameworks(
     gangs: GangStore | None = None,
     event_sink: Callable[..., None] | None = None,
     activator: Callable[[Sequence[Pod]], object] | None = None,
+    preempting: Callable[[str], bool] | None = None,
     permit_clock: Callable[[], float] | None = None,
 ) -> dict[str, Framework]:
     """The daemon's frameworks (:func:`build_frameworks`) without an API client, reading ``snap``,
@@ -345,6 +346,7 @@ def offline_frameworks(
         nominated_lister=nominated,
         event_sink=event_sink,
         activator=activator,
+        preempting=preempting,
         permit_clock=permit_clock,
         extenders=Extenders.build(cfg.extenders),  # the daemon's answer includes them: called here too
     )

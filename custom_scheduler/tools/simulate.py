@@ -238,6 +238,7 @@ class Simulation:
             gangs=self.gangs,
             event_sink=self._plugin_event,
             activator=inputs.activate,
+            preempting=inputs.preempting,
             permit_clock=self.clock,
         )
 

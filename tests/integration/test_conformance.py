@@ -36,8 +36,6 @@ reads the profile kube-scheduler logs at start-up and pins down every difference
 - GangScheduling at PreFilter and Filter (ours only): reservations for gangs pending past a
   threshold (issue #28). No generated pod is in a gang, so no node is ever reserved: its PreFilter
   answers Skip and its Filter never runs.
-- DefaultPreemption at PreEnqueue (upstream only): it holds a pod back while that pod's own
-  asynchronous preemption is evicting victims. Every pod has priority 0 and preempts nothing.
 - NodeName, NodeUnschedulable and TaintToleration at PreFilter (upstream only): they narrow the
   nodes to ``spec.nodeName``, or skip, only for a pod already on a node whose resize waits
   (InPlacePodVerticalScalingSchedulerPreemption, alpha and off). The subject has no node.
@@ -148,7 +146,7 @@ DRA_API = "/apis/resource.k8s.io/v1"
 #: :func:`test_default_profiles_differ_only_as_documented` finds them. Why each leaves the
 #: comparison sound is in the module docstring. ``Score`` entries carry their weight.
 PROFILE_DIFFERENCES: dict[str, tuple[list[str], list[str]]] = {
-    "PreEnqueue": (["GangScheduling"], ["DefaultPreemption"]),
+    "PreEnqueue": (["GangScheduling"], []),
     # Ours only at PreFilter and Filter: GangScheduling's reservations for starving gangs
     # (docs/gangs.md); with no node reserved its PreFilter answers Skip and Filter is not run.
     "PreFilter": (["GangScheduling"], ["NodeName", "NodeUnschedulable", "TaintToleration"]),

@@ -292,8 +292,6 @@ def test_core_names_no_plugin() -> None:
     allowed = {
         # The queue skips pods gated by SchedulingGates on events (only their own update helps).
         ("unschedulable_pods.py", "SchedulingGates"),
-        # PreEnqueue holds a preemptor while the evictor still sends its preemption's API calls.
-        ("scheduler.py", "DefaultPreemption"),
     }
     names = {s.name for s in IN_TREE_SPECS}
     found = set()

@@ -51,6 +51,7 @@ def _frameworks(
         client=None,
         nominated_lister=inputs.nominated,
         activator=inputs.activate,
+        preempting=inputs.preempting,
     )
 
 

@@ -199,6 +199,7 @@ def env(
             client=client,
             nominated_lister=inputs.nominated,
             activator=inputs.activate,
+            preempting=inputs.preempting,
             fence=fence,
             permit_clock=clock,
         )

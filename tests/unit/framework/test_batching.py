@@ -111,3 +111,60 @@ def test_an_unsignable_pod_or_an_empty_ranking_keeps_nothing() -> None:
     batch.store(SIG, "", "a", [], 2)
     assert batch.flushes == {b.FLUSH_POD_NOT_BATCHABLE: 1, b.FLUSH_EMPTY_LIST: 1}
     assert batch.hint(SIG, False, 3, rejected, no_rescore) == ""
+
+
+# -- the Signer: which plugins sign, in which order -------------------------------------------------
+class FakeSigner:
+    """A plugin's signing side: refuses pods named in ``refuses``; records each call."""
+
+    def __init__(self, name: str, calls: list[str], *, refuses: str = "", may_refuse: bool = False) -> None:
+        self.name, self._calls, self._refuses = name, calls, refuses
+        self.may_refuse_signing = may_refuse
+
+    def sign_pod(self, pod: object) -> list[tuple[str, object]] | None:
+        self._calls.append(self.name)
+        return None if getattr(pod, "name", "") == self._refuses else [(self.name, 1)]
+
+
+class AllRefusing(FakeSigner):
+    signs_no_pod = True
+
+
+class NoSignPod:
+    name = "OutOfTree"
+
+
+class P:
+    scheduler_name, name = "s", "p"
+
+
+def test_a_plugin_that_may_refuse_is_asked_first_and_a_refusal_costs_no_other_fragments() -> None:
+    calls: list[str] = []
+    signer = b.Signer([FakeSigner("Fit", calls), FakeSigner("Spread", calls, refuses="p", may_refuse=True)])
+    assert signer.enabled
+    assert signer.sign(P()) is None
+    assert calls == ["Spread"]
+
+
+def test_the_signature_does_not_depend_on_the_order_plugins_sign_in() -> None:
+    calls: list[str] = []
+    a, c = FakeSigner("A", calls), FakeSigner("C", calls, may_refuse=True)
+    assert b.Signer([a, c]).sign(P()) == b.Signer([c, a]).sign(P()) == (("A", 1), ("C", 1), ("schedulerName", "s"))
+
+
+def test_a_plugin_that_refuses_every_pod_makes_signing_answer_at_once() -> None:
+    calls: list[str] = []
+    signer = b.Signer([FakeSigner("Fit", calls), AllRefusing("PodTopologySpread", calls)])
+    assert signer.enabled
+    assert signer.refuse_all == ["PodTopologySpread"]
+    assert signer.sign(P()) is None
+    assert calls == []
+
+
+def test_a_plugin_without_sign_pod_turns_batching_off() -> None:
+    calls: list[str] = []
+    signer = b.Signer([FakeSigner("Fit", calls), NoSignPod()])
+    assert not signer.enabled
+    assert signer.unsigned == ["OutOfTree"]
+    assert signer.sign(P()) is None
+    assert calls == []

@@ -134,6 +134,8 @@ class FakeHandle:
         self._dra = DRAStore()
         self._gangs = GangStore()
         self._fence = Fence()
+        #: Pods whose own preemption is "still running" (DefaultPreemption's PreEnqueue reads it).
+        self.preempting_uids: set[str] = set()
 
     def snapshot_nodes(self) -> Sequence[NodeInfo]:
         return self.nodes
@@ -204,6 +206,9 @@ class FakeHandle:
 
     def activate(self, pods: Sequence[Pod]) -> None:
         raise NotImplementedError
+
+    def preempting(self, uid: str) -> bool:
+        return uid in self.preempting_uids
 
     @property
     def gangs(self) -> GangStore:

@@ -802,3 +802,19 @@ def test_random_offset_comes_from_the_cycle_state_rng() -> None:
     # different nodes, and the same seed the same node (a seeded explain/simulate reproduces it).
     assert len(set(chosen.values())) > 1
     assert all(_four_tied_nodes(seed).preempt(pod)[0].nominated_node_name == chosen[seed] for seed in (0, 7, 13))
+
+
+@pytest.mark.parametrize(
+    ("uid", "code", "reasons"),
+    [
+        pytest.param("running", Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (dp.WAITING_FOR_PREEMPTION,), id="held-back"),
+        pytest.param("other", Code.SUCCESS, (), id="passes"),
+    ],
+)
+def test_pre_enqueue_holds_a_pod_back_while_its_own_preemption_runs(uid: str, code: Code, reasons: tuple[str]) -> None:
+    """Upstream's PreEnqueue with asynchronous preemption: only the preemptor whose victims are
+    still being evicted waits; the evictor's completion releases it."""
+    handle = SnapshotHandle(Snapshot(), profile_name="p", preempting=lambda u: u == "running")
+    st = dp.DefaultPreemption(None, handle).pre_enqueue(make_pod("x").uid(uid).build())
+    assert (st.code, st.reasons) == (code, reasons)
+    assert st.plugin == (dp.NAME if reasons else "")

@@ -87,10 +87,15 @@ def test_default_profile_runs_scheduling_gates_at_pre_enqueue() -> None:
     """Upstream's default multiPoint list starts with SchedulingGates."""
     cfg = load_config(HEADER, full_registry(out_of_tree=False))
     [profile] = cfg.profiles
-    assert [r.name for r in profile.enabled("preEnqueue")] == ["SchedulingGates", "DynamicResources", "GangScheduling"]
+    assert [r.name for r in profile.enabled("preEnqueue")] == [
+        "SchedulingGates",
+        "DynamicResources",
+        "DefaultPreemption",
+        "GangScheduling",
+    ]
     assert profile.plugin_names()[0] == "SchedulingGates"
     fwk = _framework(HEADER, full_registry(out_of_tree=False))
-    assert [p.name for p in fwk.pre_enqueue] == ["SchedulingGates", "DynamicResources", "GangScheduling"]
+    assert [p.name for p in fwk.pre_enqueue] == [r.name for r in profile.enabled("preEnqueue")]
     # Only at preEnqueue: no other point of the built framework holds it.
     assert "SchedulingGates" not in [p.name for p in (*fwk.pre_filter, *fwk.filter, *fwk.pre_score)]
 
@@ -155,11 +160,17 @@ WITH_GATE = HEADER + "profiles:\n- plugins:\n    preEnqueue: {enabled: [{name: Q
     ],
 )
 def test_run_pre_enqueue(pod: Any, code: Code, plugin: str, message: str, gate_ran: bool) -> None:
-    """Plugins run in configured order (the defaults SchedulingGates, DynamicResources and
-    GangScheduling, then the appended QuotaGate); the first non-success is returned stamped with
+    """Plugins run in configured order (the defaults SchedulingGates, DynamicResources,
+    DefaultPreemption and GangScheduling, then the appended QuotaGate); the first non-success is returned stamped with
     its plugin; an exception becomes an ERROR status."""
     fwk = _framework(WITH_GATE, _registry())
-    assert [p.name for p in fwk.pre_enqueue] == ["SchedulingGates", "DynamicResources", "GangScheduling", "QuotaGate"]
+    assert [p.name for p in fwk.pre_enqueue] == [
+        "SchedulingGates",
+        "DynamicResources",
+        "DefaultPreemption",
+        "GangScheduling",
+        "QuotaGate",
+    ]
     _Gate.calls.clear()
     p = pod.build()
     st = fwk.run_pre_enqueue(p)
@@ -215,6 +226,7 @@ def test_gated_pod_is_never_handed_to_the_scheduling_cycle() -> None:
             client=None,
             nominated_lister=inputs.nominated,
             activator=inputs.activate,
+            preempting=inputs.preempting,
         )
 
     assembly = assemble(cfg, Cache(), frameworks, Ports(events=None))
