@@ -284,10 +284,13 @@ def _prefilter_candidates(
     # before PreFilter (a gang member tried in one topology domain) names the profile's PreFilters.
     names = state.narrowed_by or tuple(p.name for p in fwk.pre_filter)
     reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(names)}]")
-    for ni in nodes:
-        if ni.name not in allowed:
+    kept: list[NodeInfo] = []
+    for ni in nodes:  # one pass: a gang member tried in a rack of a big cluster leaves out most
+        if ni.name in allowed:
+            kept.append(ni)
+        else:
             statuses[ni.name] = reason
-    return [ni for ni in nodes if ni.name in allowed]
+    return kept
 
 
 def _extender_filter(

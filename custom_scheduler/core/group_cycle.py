@@ -14,7 +14,7 @@ cycles.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -352,25 +352,28 @@ class GroupCycle:
         members' fit errors (what a preemption needs); the members keep the plugins that rejected
         them in any dry run (their requeue hints).
 
-        Within a tier the domains are tried from the least free CPU up: a placement of every
+        Within a tier the domains are tried from the least free of the gang's scarcest resource
+        up (:func:`~.gang_topology.packing_resource`: its GPUs, else CPU): a placement of every
         member leaves ``free - their requests``, so the first domain that holds them all is the
-        tightest fit of the tier and the rest need no dry run."""
+        tightest fit of the tier and the rest need no dry run. A domain with less free than the
+        quorum requests of any resource is skipped without one."""
         feasible: list[topo.DomainTrial] = []
         tried = 0
         failed = _Trial()
         plugins: dict[str, set[str]] = {}
-        need = self._quorum_needs(a)
+        keys, need = self._quorum_needs(a)
+        key = topo.packing_resource(keys)
         for i, tier in enumerate(domains.tiers):
-            free = {d.value: self._free(d.nodes) for d in tier.domains}
-            for d in sorted(tier.domains, key=lambda d: (free[d.value][0], d.value)):
+            free = {d.value: self._free(d.nodes, keys) for d in tier.domains}
+            for d in sorted(tier.domains, key=lambda d: (free[d.value][key], d.value)):
                 tried += 1
-                small = any(f < want for f, want in zip(free[d.value], need, strict=True))
+                small = topo.too_small(free[d.value], need)
                 if small and failed.fits:
                     # Cannot hold the quorum's requests: no dry run (PreFilter) for it. (The first
                     # such domain is dry-run all the same when none was before: its fit errors are
                     # the members' requeue hints and a preemption's starting point.)
                     continue
-                got = self._dry_run(a, i, d, failed, plugins)
+                got = self._dry_run(a, i, d, failed, plugins, key)
                 if got is not None:
                     feasible.append(got)
                     if got.all_fit:
@@ -384,7 +387,7 @@ class GroupCycle:
         return chosen, tried, failed
 
     def _dry_run(
-        self, a: _Attempt, tier: int, d: topo.Domain, failed: _Trial, plugins: dict[str, set[str]]
+        self, a: _Attempt, tier: int, d: topo.Domain, failed: _Trial, plugins: dict[str, set[str]], key: str
     ) -> topo.DomainTrial | None:
         """Place the gang in ``d`` and revert: the result when it reaches the quorum; the fit
         errors go to ``failed`` and the rejecting plugins to ``plugins``."""
@@ -392,7 +395,7 @@ class GroupCycle:
         got = None
         if trial.verdict.code is not Code.UNSCHEDULABLE and trial.placed:
             all_fit = not trial.failed and not trial.untried
-            got = topo.DomainTrial(tier, d, len(trial.placed), all_fit, self._free(d.nodes)[0])
+            got = topo.DomainTrial(tier, d, len(trial.placed), all_fit, self._free(d.nodes, (key,))[key])
         failed.fits.update(trial.fits)
         self._revert(a.fwk, trial)
         for qpi in a.members:
@@ -400,19 +403,15 @@ class GroupCycle:
             qpi.unschedulable_plugins = set()
         return got
 
-    def _free(self, names: frozenset[str]) -> tuple[float, float]:
-        """The CPU and memory left unrequested on these nodes of the snapshot."""
-        cpu = mem = 0.0
-        for n in names:
-            info = self.snapshot.get(n)
-            if info is not None and info.node is not None:
-                cpu += max(0, info.node.allocatable.get("cpu") - info.requested.get("cpu"))
-                mem += max(0, info.node.allocatable.get("memory") - info.requested.get("memory"))
-        return cpu, mem
+    def _free(self, names: frozenset[str], keys: Sequence[str]) -> dict[str, int]:
+        """The amounts of ``keys`` left unrequested on these nodes of the snapshot."""
+        infos = (self.snapshot.get(n) for n in names)
+        return topo.domain_free(((i.node.allocatable, i.requested) for i in infos if i and i.node), keys)
 
-    def _quorum_needs(self, a: _Attempt) -> tuple[float, float]:
-        """The CPU and memory the fewest members that satisfy the group would request (the
-        smallest ones): a domain with less free cannot hold the gang, whatever the plugins say."""
+    def _quorum_needs(self, a: _Attempt) -> tuple[tuple[str, ...], dict[str, int]]:
+        """The resources compared before a dry run (:func:`~.gang_topology.checked_resources`) and
+        what the fewest members that satisfy the group would request of each (the smallest ones):
+        a domain with less free cannot hold the gang, whatever the plugins say."""
         size = len(a.members)
         k = next(
             (
@@ -423,9 +422,10 @@ class GroupCycle:
             ),
             size,
         )
-        cpus = sorted(m.pod.requests.get("cpu") for m in a.members)[:k]
-        mems = sorted(m.pod.requests.get("memory") for m in a.members)[:k]
-        return float(sum(cpus)), float(sum(mems))
+        requests = [m.pod.requests for m in a.members]
+        dra = a.fwk.handle.dra
+        keys = topo.checked_resources(requests, lambda name: dra.extended_resource_class(name) is not None)
+        return keys, topo.quorum_needs(requests, k, keys)
 
     # -- preemption -----------------------------------------------------------------------------
     def _ongoing_preemption(self, a: _Attempt) -> bool:

@@ -26,11 +26,12 @@ read the same answers; choosing among dry-run results is :func:`choose`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, Resources
 
 #: The default hierarchy (widest first): the well-known labels every cluster may carry.
 DEFAULT_LEVELS: tuple[str, ...] = (
@@ -189,3 +190,44 @@ class GangTopology(Protocol):
         """Job-level preemption: ``victims`` widened so no gang loses part of its core (None:
         impossible)."""
         ...
+
+
+# --- the resource pre-check ------------------------------------------------------------------------
+def checked_resources(requests: Iterable[Resources], dra_backed: Callable[[str], bool]) -> tuple[str, ...]:
+    """The resources a domain's free amounts are compared on before a dry run: CPU, memory and
+    ephemeral storage, plus every extended resource a member requests (GPUs above all: a rack with
+    spare CPU but too few free GPUs must be skipped, not dry-run member by member) except those a
+    DeviceClass backs (DRA allocates them; nodes do not publish them).
+
+    A necessary condition only, as NodeResourcesFit judges with its defaults: a resource its
+    ``ignoredResources`` lists is still counted here (rare: such resources are usually not on the
+    nodes at all, and then no domain is skipped for them the first time, see the group cycle)."""
+    keys = {CPU, MEMORY, EPHEMERAL_STORAGE}
+    for r in requests:
+        keys.update(k for k, v in r.scalar.items() if v and not dra_backed(k))
+    return tuple(sorted(keys))
+
+
+def quorum_needs(requests: Sequence[Resources], quorum: int, keys: Sequence[str]) -> dict[str, int]:
+    """Per resource, what the ``quorum`` smallest requests of it add up to: a domain with less free
+    cannot hold enough members, whatever the plugins say."""
+    return {k: sum(sorted(r.get(k) for r in requests)[:quorum]) for k in keys}
+
+
+def domain_free(infos: Iterable[tuple[Resources, Resources]], keys: Sequence[str]) -> dict[str, int]:
+    """Per resource, what is left unrequested on the nodes given as (allocatable, requested)."""
+    free = dict.fromkeys(keys, 0)
+    for alloc, req in infos:
+        for k in keys:
+            free[k] += max(0, alloc.get(k) - req.get(k))
+    return free
+
+
+def packing_resource(keys: Sequence[str]) -> str:
+    """The resource domains are packed by (tried from the least free up, ranked by what is left):
+    the first extended resource the gang requests (its accelerators, the scarce part), else CPU."""
+    return next((k for k in keys if k not in (CPU, MEMORY, EPHEMERAL_STORAGE)), CPU)
+
+
+def too_small(free: Mapping[str, int], need: Mapping[str, int]) -> bool:
+    return any(free.get(k, 0) < v for k, v in need.items())

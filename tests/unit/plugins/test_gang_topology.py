@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from custom_scheduler.api.resources import Resources
 from custom_scheduler.framework import gang_topology as topo
 from custom_scheduler.framework.gang_topology import Domain, DomainTrial, TopologyRequest
 
@@ -143,3 +144,71 @@ def test_explain_names_the_domain() -> None:
     msg = topo.explain(trial(0, "r1", 3, True, 1.0), 4)
     assert msg == f"placed in {RACK}=r1 (every member fits; 4 domain(s) tried, tightest level first)"
     assert "2 member(s) fit" in topo.explain(trial(0, "r1", 2, False, 1.0), 4)
+
+
+# -- the resource pre-check: which domains need no dry run ------------------------------------------
+GPU = "nvidia.com/gpu"
+
+
+def res(cpu: int = 0, mem: int = 0, gpus: int | None = None) -> Resources:
+    return Resources(milli_cpu=cpu, memory=mem, scalar={} if gpus is None else {GPU: gpus})
+
+
+@pytest.mark.parametrize(
+    ("requests", "backed", "want"),
+    [
+        pytest.param([res(1000)], set(), ("cpu", "ephemeral-storage", "memory"), id="cpu-only"),
+        pytest.param(
+            [res(1000, gpus=1), res(1000)],
+            set(),
+            (*sorted(("cpu", "ephemeral-storage", "memory")), GPU),
+            id="gpus-counted",
+        ),
+        pytest.param([res(1000, gpus=1)], {GPU}, ("cpu", "ephemeral-storage", "memory"), id="dra-backed-left-out"),
+        pytest.param([res(1000, gpus=0)], set(), ("cpu", "ephemeral-storage", "memory"), id="zero-request-left-out"),
+    ],
+)
+def test_checked_resources(requests: list[Resources], backed: set[str], want: tuple[str, ...]) -> None:
+    assert topo.checked_resources(requests, backed.__contains__) == want
+
+
+def test_quorum_needs_adds_the_smallest_requests_of_each_resource() -> None:
+    reqs = [res(4000, gpus=1), res(1000, gpus=8), res(2000, gpus=2)]
+    assert topo.quorum_needs(reqs, 2, ("cpu", GPU)) == {"cpu": 3000, GPU: 3}
+    assert topo.quorum_needs(reqs, 0, ("cpu", GPU)) == {"cpu": 0, GPU: 0}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "need", "small"),
+    [
+        # A rack with CPU to spare but 3 free GPUs cannot hold a gang needing 4: no dry run.
+        pytest.param([(res(64000, gpus=8), res(1000, gpus=5))], {"cpu": 4000, GPU: 4}, True, id="gpus-short"),
+        pytest.param(
+            [(res(64000, gpus=8), res(1000, gpus=4))],
+            {"cpu": 4000, GPU: 4},
+            False,
+            id="gpus-enough",
+        ),
+        # Over-committed nodes count as nothing free, never negative.
+        pytest.param(
+            [(res(4000, gpus=1), res(8000, gpus=2)), (res(4000, gpus=2), res(0))],
+            {"cpu": 4000, GPU: 2},
+            False,
+            id="overcommitted-counts-zero",
+        ),
+        pytest.param([(res(64000), res(0))], {"cpu": 4000, GPU: 1}, True, id="no-gpus-published"),
+    ],
+)
+def test_domain_free_and_too_small(nodes: list[tuple[Resources, Resources]], need: dict[str, int], small: bool) -> None:
+    assert topo.too_small(topo.domain_free(nodes, tuple(need)), need) is small
+
+
+@pytest.mark.parametrize(
+    ("keys", "want"),
+    [
+        pytest.param(("cpu", "ephemeral-storage", "memory"), "cpu", id="cpu"),
+        pytest.param(("cpu", "ephemeral-storage", "memory", GPU), GPU, id="accelerators"),
+    ],
+)
+def test_packing_resource(keys: tuple[str, ...], want: str) -> None:
+    assert topo.packing_resource(keys) == want
