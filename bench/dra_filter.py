@@ -79,7 +79,7 @@ def run(n_nodes: int, n_pods: int, profile: bool = False) -> dict[str, Any]:
         times.append(time.perf_counter() - t0)
         if feasible:
             s = state.read(dynamic_resources.STATE_KEY)
-            chosen.extend(r.id for r in s.by_node[feasible[0]][0].results)
+            chosen.extend(r.id for r in (s.allocations(feasible[0]) or [])[0].results)
     out: dict[str, Any] = {
         "nodes": n_nodes,
         "pods": n_pods,

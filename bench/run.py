@@ -65,7 +65,7 @@ from typing import Any
 
 import orjson
 
-from bench import workloads
+from bench import topology, workloads
 from custom_scheduler.devenv import cluster
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port
 from custom_scheduler.kube import api_errors
@@ -291,7 +291,9 @@ def custom_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list
         f"clientConnection: {{kubeconfig: {cp.kubeconfig()}, qps: {opts.qps:g}, burst: {opts.burst}}}\n"
         f"healthzBindAddress: 127.0.0.1:{free_port()}\n"
         "profiles:\n"
-        f"- schedulerName: {SCHEDULER_NAMES['custom']}\n" + (CUSTOM_GANG_PLUGINS if opts.workload == "gangs" else "")
+        f"- schedulerName: {SCHEDULER_NAMES['custom']}\n"
+        + (CUSTOM_GANG_PLUGINS if opts.workload in ("gangs", topology.NAME) else "")
+        + (CUSTOM_TOPOLOGY_ARGS if opts.workload == topology.NAME else "")
     )
     argv = [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())]
     env = {**os.environ, "LOG_FORMAT": "json", "LOG_LEVEL": opts.custom_log_level, "PYTHONUNBUFFERED": "0"}
@@ -308,6 +310,17 @@ CUSTOM_GANG_PLUGINS = """\
 #: kube-scheduler 1.37 adds GangScheduling to its default plugins only with this gate (beta, off by
 #: default; it depends on no other gate: pkg/features/kube_features.go, default_plugins.go).
 KUBE_GANG_GATES = "GenericWorkload=true"
+#: The topology-gangs workload: our GangScheduling told the workload's hierarchy (widest first).
+CUSTOM_TOPOLOGY_ARGS = f"""\
+  pluginConfig:
+  - name: GangScheduling
+    args: {{topologyLevels: [{", ".join(topology.LEVELS)}]}}
+"""
+#: kube-scheduler 1.37 adds TopologyPlacementGenerator (placements per domain of a PodGroup's
+#: ``schedulingConstraints.topology[0].key``) and PodGroupPodsCount (their score, weight 1) to its
+#: default plugins with this alpha gate, which needs GenericWorkload (kube_features.go,
+#: default_plugins.go ``applyTopologyAwareWorkloadScheduling``); no plugin args.
+KUBE_TOPOLOGY_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 
 
 def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[str], dict[str, str]]:
@@ -334,6 +347,8 @@ def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[s
     ]
     if opts.workload == "gangs":
         argv.append(f"--feature-gates={KUBE_GANG_GATES}")
+    elif opts.workload == topology.NAME:
+        argv.append(f"--feature-gates={KUBE_TOPOLOGY_GATES}")
     return argv, dict(os.environ)
 
 
@@ -886,6 +901,11 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         gang_viol["gang_incomplete"] += 0 if probe.get("completed", True) else 1
         res["placement"]["violations"].update(gang_viol)
         res["placement"]["violations_total"] += sum(gang_viol.values())
+    if wl.name == topology.NAME:
+        res["topology"] = topology.report(wl.gang_members(), wl.nodes, final)
+        split = {"topology_split_required": res["topology"]["split_required"]}
+        res["placement"]["violations"].update(split)
+        res["placement"]["violations_total"] += sum(split.values())
     if pending is not None:
         extra = workloads.pending_violations(ever_bound, pending, churner.nodes if churner is not None else ())
         res["placement"]["violations"].update({k: extra.get(k, 0) for k in workloads.PENDING_CHECKS})
@@ -945,6 +965,18 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
     ("gangs.time_to_all_bound_max_s", "gang time to all bound max (s)", "{:.3f}", False),
     ("gangs.partial_max_s", "gang partially bound, max (s)", "{:.3f}", False),
     ("gang_probe.complete_s", "probe gang: last member created → all bound (s)", "{:.3f}", False),
+    ("topology.one_rack_share", "whole gangs inside one rack (share)", "{:.3f}", True),
+    ("topology.one_block_share", "whole gangs inside one block (share)", "{:.3f}", True),
+    ("topology.mean_racks", "racks per whole gang, mean", "{:.2f}", False),
+    ("topology.max_racks", "racks per whole gang, max", "{:.0f}", False),
+    ("topology.mean_hosts", "nodes per whole gang, mean", "{:.2f}", False),
+    ("topology.split_required", "gangs split across blocks (violations)", "{:.0f}", False),
+    ("topology.fragmentation.free", "GPUs free after the run", "{:.0f}", None),
+    ("topology.fragmentation.free_in_whole_nodes", "GPUs free on wholly free nodes", "{:.0f}", True),
+    ("topology.fragmentation.stranded.8", "GPUs stranded for an 8-GPU pod", "{:.0f}", False),
+    ("topology.fragmentation.stranded.4", "GPUs stranded for a 4-GPU pod", "{:.0f}", False),
+    ("topology.fragmentation.stranded.2", "GPUs stranded for a 2-GPU pod", "{:.0f}", False),
+    ("topology.fragmentation.hostable.8", "8-GPU pods still hostable", "{:.0f}", True),
 ]
 
 
@@ -978,7 +1010,7 @@ def render_table(results: dict[str, dict[str, Any]], opts: Options, header: str 
     rows: list[list[str]] = [["metric", *cols, "custom/kube" if len(cols) == 2 else "", "better"]]
     for key, label, fmt, higher in METRICS:
         section = key.split(".", 1)[0]
-        if section in ("gangs", "gang_probe") and not any(section in results[s] for s in cols):
+        if section in ("gangs", "gang_probe", "topology") and not any(section in results[s] for s in cols):
             continue  # the gang rows only where there are gangs
         cells = []
         for s in cols:
@@ -1149,9 +1181,12 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: v for k, v in rounds[0].items() if k != "latencies_s"}
     out["placement"] = dict(rounds[0]["placement"])
     out["cpu_window_s"] = dict(rounds[0].get("cpu_window_s") or {})
-    for key in ("gangs", "gang_probe"):
+    for key in ("gangs", "gang_probe", "topology"):
         if key in rounds[0]:
             out[key] = dict(rounds[0][key])
+    if "topology" in out:  # nested sections the medians below write into: copies, not round 0's
+        frag = out["topology"]["fragmentation"] = dict(out["topology"]["fragmentation"])
+        frag.update(stranded=dict(frag["stranded"]), hostable=dict(frag["hostable"]))
     for key, _, _, _ in METRICS:
         values = [_get(r, key) for r in rounds]
         nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(v)]
@@ -1186,7 +1221,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     p.add_argument(
         "--workload",
         default="plain",
-        help=f"one of {', '.join(workloads.WORKLOADS)}; a comma-separated list; or 'all' (every one, in that order)",
+        help=f"one of {', '.join(workloads.WORKLOADS + workloads.BY_NAME_ONLY)}; a comma-separated list; "
+        f"or 'all' (every one but {', '.join(workloads.BY_NAME_ONLY)}, in that order)",
     )
     p.add_argument("--markdown", default="", help="suite runs: write the table here (default: the --json path, .md)")
     p.add_argument("--schedulers", default="custom,kube", help="comma-separated: custom, kube (run in this order)")
@@ -1223,7 +1259,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     if bad or not scheds:
         p.error(f"--schedulers: unknown {bad} (choose from {', '.join(SCHEDULERS)})")
     names = list(workloads.WORKLOADS) if a.workload == "all" else [w.strip() for w in a.workload.split(",")]
-    unknown = [w for w in names if w not in workloads.WORKLOADS]
+    unknown = [w for w in names if w not in workloads.WORKLOADS + workloads.BY_NAME_ONLY]
     if unknown or not names:
         p.error(f"--workload: unknown {unknown} (choose from {', '.join(workloads.WORKLOADS)} or all)")
     opts = Options(

@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import dra_partitions as dra_parts
+from bench import topology as topo
 from custom_scheduler.api import quantity
+from custom_scheduler.api.podgroup import ANN_TOPOLOGY_PREFERRED
 
 #: The shapes of upstream's test/integration/scheduler_perf suites (v1.37.2), by their names.
 UPSTREAM = (
@@ -707,6 +709,43 @@ def gangs(n_nodes: int, n_pods: int, run_id: str, seed: int = 1, mix: Sequence[t
     return Workload("gangs", nodes, pods, classes, pod_groups=groups)
 
 
+#: Workloads run only by name (not in WORKLOADS, so not part of ``--workload all`` nor the smoke suite).
+BY_NAME_ONLY = (topo.NAME,)
+
+
+def topology_gangs(n_nodes: int, n_pods: int, run_id: str, seed: int = 1) -> Workload:
+    """GPU gangs of 8-128 members on a zone ⊃ block ⊃ rack cluster (:mod:`bench.topology`).
+
+    Each node has 8 GPUs, 64 CPUs and 512Gi; each gang's PodGroup requires one block through the
+    native ``spec.schedulingConstraints.topology`` (what kube-scheduler's TopologyPlacementGenerator
+    reads) and prefers one rack through ``custom-scheduler.io/topology-preferred`` (ours; upstream
+    has no preferred level). Members ask for 1 CPU, 4Gi and 1-8 GPUs (one size per gang)."""
+    rng = random.Random(seed)
+    shapes = topo.gang_shapes(n_pods, n_nodes, seed)
+    rng.shuffle(shapes)
+    alloc = {"cpu": "64", "memory": "512Gi", "pods": "110", topo.GPU: str(topo.GPUS_PER_NODE)}
+    nodes = []
+    for i in range(n_nodes):
+        node = _upstream_node(run_id, i, topo.node_levels(i, n_nodes))
+        node["status"] = {"capacity": dict(alloc), "allocatable": dict(alloc)}
+        nodes.append(node)
+    groups, pods = [], []
+    for g, (size, gpus) in enumerate(shapes):
+        group = f"t{g:03d}-of-{size}x{gpus}"
+        pg = _pod_group(group, size)
+        pg["metadata"]["annotations"] = {ANN_TOPOLOGY_PREFERRED: topo.PREFERRED}
+        pg["spec"]["schedulingConstraints"] = {"topology": [{"key": topo.REQUIRED}]}
+        groups.append(pg)
+        for m in range(size):
+            pod = _upstream_pod(f"{group}-m{m:03d}", "topology-gang", cpu="1", mem="4Gi", labels={"gang": group})
+            res = pod["spec"]["containers"][0]["resources"]
+            res["requests"][topo.GPU] = res["limits"][topo.GPU] = str(gpus)
+            pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+            pods.append(pod)
+    classes = Counter(f"gang-of-{size}" for size, _ in shapes)
+    return Workload(topo.NAME, nodes, pods, classes, pod_groups=groups)
+
+
 BUILDERS: dict[str, Callable[[int, int, str, int], Workload]] = {
     "SchedulingBasic": scheduling_basic,
     "SchedulingPodAntiAffinity": scheduling_pod_anti_affinity,
@@ -733,6 +772,8 @@ def build(
     """The workload ``name``; ``gang_mix`` overrides the gangs workload's (gangs, size) pairs."""
     if name == "gangs":
         return gangs(n_nodes, n_pods, run_id, seed, gang_mix)
+    if name == topo.NAME:
+        return topology_gangs(n_nodes, n_pods, run_id, seed)
     fn = BUILDERS.get(name)
     if fn is None:
         raise ValueError(f"unknown workload {name!r} (choose from {', '.join(WORKLOADS)})")

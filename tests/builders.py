@@ -241,6 +241,11 @@ class PodBuilder:
         self._obj.setdefault("status", {})["startTime"] = ts
         return self
 
+    def active_deadline(self, seconds: Any) -> PodBuilder:
+        """``spec.activeDeadlineSeconds`` as given (any JSON value, for bad-input tests too)."""
+        self.spec["activeDeadlineSeconds"] = seconds
+        return self
+
     # -- output -----------------------------------------------------------------------------------
     def obj(self) -> dict[str, Any]:
         """The API object, for POSTing to the API server."""

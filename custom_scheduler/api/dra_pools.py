@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 from custom_scheduler.api import dra_devices as ddev
 from custom_scheduler.api.dra import Candidate, Device, ResourceSlice
@@ -31,13 +32,18 @@ PoolKey = tuple[str, str]
 
 class NodeDevices(tuple[Candidate, ...]):
     """The candidates of a node (devices of complete, valid pools, in pool, slice and device order),
-    and the pools that hand out nothing here (``bad_pools``: incomplete or invalid)."""
+    and the pools that hand out nothing here (``bad_pools``: incomplete or invalid).
+
+    ``matched`` is the allocator's memo of which of these devices a pair of selector lists picks
+    (it lives as long as this object, which the store replaces when the node's slices change)."""
 
     bad_pools: tuple[ddev.Pool, ...] = ()
+    matched: dict[Any, Any]
 
     def __new__(cls, candidates: Iterable[Candidate], bad_pools: Sequence[ddev.Pool] = ()) -> NodeDevices:
         self = super().__new__(cls, candidates)
         self.bad_pools = tuple(bad_pools)
+        self.matched = {}
         return self
 
 

@@ -131,6 +131,10 @@ class Pod:
     preemption_policy: str = "PreemptLowerPriority"
     creation_time: float = 0.0
     start_time: float | None = None
+    #: ``spec.activeDeadlineSeconds`` when valid (1 to 2^31-1, what the API server accepts on
+    #: create), else None: the kubelet ends the pod that long after ``status.startTime``, so gang
+    #: reservations read it as a declared runtime (framework.reservations.declared_end).
+    active_deadline_seconds: int | None = None
     deleting: bool = False
     nominated_node_name: str = ""
     requests: Resources = field(default_factory=Resources)
@@ -348,6 +352,19 @@ def _host_ports(spec: JSON) -> tuple[HostPort, ...]:
     return tuple(out)
 
 
+MAX_ACTIVE_DEADLINE = 2**31 - 1
+"""The largest ``activeDeadlineSeconds`` the API server accepts (validation: 1 to MaxInt32)."""
+
+
+def _active_deadline(value: Any) -> int | None:
+    """A valid deadline, or None: the API server refuses anything else, so a bad value (a bool, a
+    float, a string, out of range) can come only from a hand-made object; it declares nothing
+    rather than failing the pod, and never counts as a promise to end."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ACTIVE_DEADLINE:
+        return None
+    return value
+
+
 def pod_from_json(doc: JSON) -> Pod:
     """Project a Pod's JSON into :class:`Pod`. Never raises on odd but valid specs; raises only
     :class:`MalformedObject` on anything the API server could not have sent."""
@@ -390,6 +407,7 @@ def _pod_from_json(doc: JSON) -> Pod:
         preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
         creation_time=parse_time(meta.get("creationTimestamp")) or 0.0,
         start_time=parse_time(status.get("startTime")),
+        active_deadline_seconds=_active_deadline(spec.get("activeDeadlineSeconds")),
         deleting=bool(meta.get("deletionTimestamp")),
         nominated_node_name=status.get("nominatedNodeName") or "",
         requests=requests,

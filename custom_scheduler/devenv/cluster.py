@@ -1,4 +1,7 @@
-"""Cluster chores for a control plane without kubelets: tests, demo, benchmarks.
+"""Cluster chores for Nodes that no kubelet runs: the demo, the benchmarks, and the tests whose Nodes
+must stay as the test wrote them (the conformance tests write their pods' status). The test
+session's ordinary Nodes are kwok's instead (:mod:`~custom_scheduler.devenv.kwok`), which does
+these chores itself.
 
 - :func:`create_ready_node`: the API server's ``TaintNodesByCondition`` admission gives every new
   Node the ``node.kubernetes.io/not-ready:NoSchedule`` taint; kubelet and the node controller would
@@ -36,8 +39,9 @@ def delete_namespace(kube: KubeClient, name: str, *, finish_pods: bool = True, w
     ``finish_pods`` then deletes its pods at once with grace 0: for bound pods that is the kubelet's
     part (they stay Terminating otherwise), for unbound ones it is only sooner than the controller
     (about 5 s), so the next test's scheduler never sees them. The namespace is already Terminating,
-    so no controller can create new pods in it meanwhile. With ``wait``, play the kubelet for bound
-    pods until the namespace is gone (the namespace controller's own pace).
+    so no controller can create new pods in it meanwhile. With ``wait``, wait until the namespace is
+    gone (the namespace controller's own pace), and with ``finish_pods`` play the kubelet for bound
+    pods meanwhile: without it, their kubelet (kwok) must finish them.
     """
     try:
         kube.delete(f"/api/v1/namespaces/{name}")
@@ -51,7 +55,8 @@ def delete_namespace(kube: KubeClient, name: str, *, finish_pods: bool = True, w
         return
 
     def gone() -> bool:
-        finish_terminating_pods(kube, name)
+        if finish_pods:
+            finish_terminating_pods(kube, name)
         try:
             kube.get(f"/api/v1/namespaces/{name}")
         except api_errors.NotFound:

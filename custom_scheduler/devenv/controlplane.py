@@ -15,14 +15,22 @@ What it sets up, and why:
   and, from 1.37, the PodGroup API ``scheduling.k8s.io/v1beta1`` behind the ``GenericWorkload`` gate.
 - The controllers whose objects reach a scheduler (:data:`CONTROLLERS`): workloads create the pods,
   the namespace and garbage collectors clean up, the PV binder and the resourceclaim controller
-  complete what VolumeBinding and DRA start. Not node-lifecycle: no kubelet heartbeats our Nodes,
-  so it would taint them all unreachable. Not the ServiceAccount controller: the ``ServiceAccount``
+  complete what VolumeBinding and DRA start. Node-lifecycle only on request (``node_lifecycle``,
+  below). Not the ServiceAccount controller: the ``ServiceAccount``
   admission plugin is disabled instead, so a pod can be created the instant its namespace exists.
 - ``service_accounts=True`` (off by default; Kubernetes' e2e suite, :mod:`~custom_scheduler.devenv.e2e`,
   needs it) turns that plugin back on and gives kube-controller-manager the API server's CA
   (``--root-ca-file``), so the ServiceAccount and root-CA publisher controllers, when the caller
   names them in ``controllers``, provide what a real cluster's namespaces have: the ``default``
   ServiceAccount and the ``kube-root-ca.crt`` ConfigMap.
+- ``node_lifecycle=True`` (off by default) adds :data:`NODE_LIFECYCLE_CONTROLLERS`: Nodes whose
+  heartbeat stops become ``Ready=Unknown``, NotReady or unreachable Nodes are tainted
+  (``node.kubernetes.io/not-ready`` / ``unreachable``, NoSchedule and NoExecute) and their pods are
+  evicted once their tolerations run out (taint-based eviction, its own controller since 1.29). Only
+  a cluster whose Nodes heartbeat wants that: the test session's, whose Nodes kwok runs. The demo
+  and the benchmarks make Nodes by hand (Ready once, no Lease); with it on they would turn
+  unreachable after :data:`NODE_MONITOR_GRACE` and refuse every pod (the session keeps that grace
+  long for its own hand-made Nodes).
 """
 
 from __future__ import annotations
@@ -64,6 +72,23 @@ CONTROLLERS: tuple[str, ...] = (
     "ephemeral-volume-controller",
     "resourceclaim-controller",
 )
+
+#: The controllers ``node_lifecycle=True`` adds: node health (conditions, taints) and the eviction
+#: of pods from tainted Nodes (kube-controller-manager's names for them in 1.29+).
+NODE_LIFECYCLE_CONTROLLERS: tuple[str, ...] = ("node-lifecycle-controller", "taint-eviction-controller")
+
+#: How long a Node may go without a heartbeat (Lease renewal or status update) before it is
+#: ``Ready=Unknown`` and tainted unreachable, and the same for a new Node. Longer than
+#: kube-controller-manager's defaults (50 s, 60 s) on purpose: the test session also holds Nodes
+#: made by hand (tests that write their pods' status themselves, the demo's), which never
+#: heartbeat and must stay schedulable for as long as a test may run on a loaded machine. A node
+#: that reports NotReady (``kwok.make_not_ready``) is tainted at the next monitor period whatever
+#: the grace; only a silent kubelet takes this long to notice.
+NODE_MONITOR_GRACE = "10m"
+NODE_STARTUP_GRACE = "10m"
+#: How often the controller looks (default 5 s): shorter, so a test sees a NotReady Node tainted
+#: within a couple of seconds; a handful of Nodes makes that cheap.
+NODE_MONITOR_PERIOD = "2s"
 
 #: Identities (token user → groups) that tests may use, besides the admin.
 EXTRA_IDENTITIES: dict[str, tuple[str, ...]] = {
@@ -168,13 +193,14 @@ def find_binaries(need: str = DEFAULT_NEED) -> Path:
 
 @dataclass
 class ControlPlane:
-    """etcd, kube-apiserver and (unless ``controllers`` is empty) kube-controller-manager, started by
-    :meth:`start` and stopped by :meth:`stop`."""
+    """etcd, kube-apiserver and (unless :attr:`running_controllers` is empty) kube-controller-manager,
+    started by :meth:`start` and stopped by :meth:`stop`."""
 
     bin_dir: Path
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cs-controlplane-")))
     controllers: tuple[str, ...] = CONTROLLERS
     service_accounts: bool = False
+    node_lifecycle: bool = False
     etcd_port: int = 0
     port: int = 0
     kcm_port: int = 0
@@ -264,7 +290,7 @@ class ControlPlane:
         self._wait_for(lambda: self._http_ok(f"{self.host}/readyz"), timeout, "kube-apiserver /readyz")
         info = orjson.loads(self._get(f"{self.host}/version"))
         self.version = str(info.get("gitVersion", "")).lstrip("v") or self.version
-        if self.controllers:
+        if self.running_controllers:
             self._spawn("kube-controller-manager", self._controller_manager_args())
             self._wait_for(self._controller_manager_ok, timeout, "kube-controller-manager /healthz")
 
@@ -329,11 +355,23 @@ class ControlPlane:
             "--v=0",
         ]
 
+    @property
+    def running_controllers(self) -> tuple[str, ...]:
+        """``controllers``, plus :data:`NODE_LIFECYCLE_CONTROLLERS` with ``node_lifecycle``."""
+        extra = tuple(c for c in NODE_LIFECYCLE_CONTROLLERS if self.node_lifecycle and c not in self.controllers)
+        return (*self.controllers, *extra)
+
     def _controller_manager_args(self) -> list[str]:
         w = self.workdir
         extra = [f"--feature-gates={gates}"] if (gates := self._feature_gates()) else []
         if self.service_accounts:
             extra.append(f"--root-ca-file={self.ca_file}")
+        if self.node_lifecycle:
+            extra += [
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE}",
+                f"--node-startup-grace-period={NODE_STARTUP_GRACE}",
+                f"--node-monitor-period={NODE_MONITOR_PERIOD}",
+            ]
         return [
             str(self.bin_dir / "kube-controller-manager"),
             f"--kubeconfig={self.kubeconfig()}",
@@ -342,7 +380,7 @@ class ControlPlane:
             "--bind-address=127.0.0.1",
             f"--secure-port={self.kcm_port}",
             f"--cert-dir={w / 'kcm-certs'}",
-            f"--controllers={','.join(self.controllers)}",
+            f"--controllers={','.join(self.running_controllers)}",
             "--leader-elect=false",
             "--use-service-account-credentials=false",
             f"--service-account-private-key-file={w / 'sa.key'}",

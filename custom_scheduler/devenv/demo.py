@@ -8,6 +8,8 @@ finishing pods that preemption deletes) and shows the reasons the project exists
   CPU, so web pods go elsewhere although ``node-a`` has the most free requests;
 - **special hardware**: two 1-GPU training pods are packed on one GPU node, which keeps the other
   whole for a 4-GPU job; an ordinary pod that tolerates every taint still stays off GPU nodes;
+- **the same with DRA** (:mod:`custom_scheduler.devenv.demo_dra`): GPUs published as ResourceSlices,
+  pods asking through ResourceClaimTemplates for a whole GPU, a partition and a memory share;
 - **resource isolation**: big-data pods (by label, or by asking for 8+ CPUs) go only to the pool
   node, and nothing else goes there;
 - **priority**: an ``online`` pod preempts a ``batch`` pod on a full node;
@@ -30,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from custom_scheduler.devenv import cluster
+from custom_scheduler.devenv import cluster, demo_dra, demo_topology
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, signals_as_exit
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
@@ -69,14 +71,17 @@ profiles:
   - name: NodeLoad
     args: {metricsURL: "%(metrics_url)s", refreshInterval: 2s, thresholds: {cpu: 85}}
 """
+DEMO_CONFIG += demo_topology.PLUGIN_CONFIG
 
 #: (scenario, pod) in the order the demo reports them.
 SCENARIOS = {
     "load-aware": "node-a reports 90% CPU in use: web pods avoid it",
     "gpu": "GPU pods packed on one GPU node; ordinary pods never on GPU nodes",
+    demo_dra.SCENARIO: demo_dra.TITLE,
     "pools": "big-data pods only on the bigdata pool; nothing else there",
     "priority": "an online pod preempts a batch pod on a full node",
     "gangs": "two 3-pod training gangs (PodGroups), room for one: one runs whole, the other waits whole",
+    demo_topology.SCENARIO: demo_topology.TITLE,
     "kube": "kube-scheduler semantics: reasons, other schedulers' pods untouched",
 }
 
@@ -151,6 +156,12 @@ def workload() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[st
                 _pod(f"{job}-{i}", "gangs", cpu="4", mem="4Gi", schedulingGroup={"podGroupName": job}, **on_ml)
             )
     second = [_pod("online-0", "priority", cpu="1", priorityClassName="demo-online", **on_p)]
+    nodes += demo_dra.nodes()
+    first += demo_dra.first_wave(NAMESPACE)
+    second += demo_dra.second_wave(NAMESPACE)
+    nodes += demo_topology.nodes(_node)
+    first += demo_topology.first_wave(_pod)
+    second += demo_topology.second_wave(_pod)
     return nodes, first, second
 
 
@@ -164,6 +175,7 @@ POD_GROUPS: list[dict[str, Any]] = [
     }
     for job in ("job-a", "job-b")
 ]
+POD_GROUPS += demo_topology.pod_groups(NAMESPACE)
 
 
 PRIORITY_CLASSES: list[dict[str, Any]] = [
@@ -261,6 +273,7 @@ def run_demo(
         cluster.create_priority_class(kube, pc)
     for pg in POD_GROUPS:
         kube.post(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups", pg)
+    demo_dra.setup(kube, NAMESPACE)
     metrics = MetricsEndpoint({"node-a": ("3600m", "2Gi"), "node-b": ("200m", "1Gi"), "node-c": ("400m", "1Gi")})
     workdir = Path(tempfile.mkdtemp(prefix="cs-demo-"))
     cfg = workdir / "scheduler-config.yaml"
@@ -292,14 +305,20 @@ def run_demo(
     result = _report(kube, first + second, out)
     print(f"\nscheduler exited with code {rc} after SIGTERM", file=out)
     if cleanup:
-        cluster.delete_nodes(kube, [n["metadata"]["name"] for n in nodes])
-        for pc in PRIORITY_CLASSES:
-            try:
-                kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
-            except api_errors.NotFound:
-                pass  # never created or deleted already: the cleanup's aim either way
-        cluster.delete_namespace(kube, NAMESPACE)
+        cleanup_demo(kube)
     return result, rc
+
+
+def cleanup_demo(kube: KubeClient) -> None:
+    """Delete the demo's nodes, PriorityClasses, DRA slices and classes, and namespace."""
+    cluster.delete_nodes(kube, [n["metadata"]["name"] for n in workload()[0]])
+    for pc in PRIORITY_CLASSES:
+        try:
+            kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
+        except api_errors.NotFound:
+            pass  # never created or deleted already: the cleanup's aim either way
+    demo_dra.cleanup(kube)
+    cluster.delete_namespace(kube, NAMESPACE)
 
 
 def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[str, str]:
@@ -329,11 +348,17 @@ def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[s
         else:
             what = result[name] = f"pending: {reasons.get(name, '(no event yet)')}"
         rows[scenario].append((name, what))
+    devices, checks = demo_dra.notes(result, demo_dra.allocations(kube, NAMESPACE))
+    placed = demo_topology.notes(kube.get(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events").get("items") or ())
     width = max(len(n) for r in rows.values() for n, _ in r)
     for scenario, title in SCENARIOS.items():
         print(f"\n[{scenario}] {title}", file=out)
         for name, what in rows[scenario]:
-            print(f"  {name.ljust(width)}  {what}", file=out)
+            print(f"  {name.ljust(width)}  {what}{devices.get(name, '')}", file=out)
+        for line in checks if scenario == demo_dra.SCENARIO else ():
+            print(f"  {line}", file=out)
+        for line in placed if scenario == demo_topology.SCENARIO else ():
+            print(f"  {line}", file=out)
     return result
 
 

@@ -26,14 +26,17 @@ What it sets up, and why:
 NotReady on demand (:func:`make_not_ready`) uses kwok's own fault, the chaos stage
 ``node-not-ready`` that a label switches on: kwok then reports ``Ready=False`` (reason
 ``nodeFailed``) while it still renews the Lease, a kubelet alive but unhealthy, and removing the
-label lets node-initialize report Ready again. Stopping the heartbeat instead (dropping the marker,
-so kwok lets the Lease expire) changes nothing a test can see here: only the node-lifecycle
-controller turns an expired Lease into ``Ready=Unknown``, and it is off on the shared control plane
-(see :mod:`~custom_scheduler.devenv.controlplane`).
+label lets node-initialize report Ready again. Where the control plane runs the node-lifecycle
+controller (``ControlPlane(node_lifecycle=True)``, the test session's) that controller then taints
+the Node ``node.kubernetes.io/not-ready`` (NoSchedule and NoExecute) and evicts the pods that do not
+tolerate it, as in a real cluster. (Stopping the heartbeat instead, by dropping the marker, would
+take that controller's grace period, 50 s, to show.)
 
-The same absence is why :func:`create_node` lifts the ``node.kubernetes.io/not-ready`` taint itself
-once kwok reports Ready: the API server's ``TaintNodesByCondition`` admission adds it to every new
-Node, and the node-lifecycle controller's NoSchedule pass is what would take it off.
+:func:`create_node` lifts the ``node.kubernetes.io/not-ready`` taint itself once kwok reports
+Ready: the API server's ``TaintNodesByCondition`` admission adds it to every new Node, and only the
+node-lifecycle controller's NoSchedule pass takes it off, which the playground's and the demos'
+control planes do not run. Where it runs, the lift only comes sooner (the controller looks every
+couple of seconds) and removes nothing else.
 """
 
 from __future__ import annotations
@@ -205,7 +208,7 @@ def wait_ready_status(kube: KubeClient, name: str, want: str, timeout: float = 3
 
 def create_node(kube: KubeClient, obj: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
     """Create a Node for kwok, wait until kwok reports it Ready, then lift the not-ready taint (the
-    node-lifecycle controller's part, off here); return the Node. Other taints in ``obj`` stay."""
+    node-lifecycle controller's part, where it runs); return the Node. Other taints in ``obj`` stay."""
     name = obj["metadata"]["name"]
     kube.post(node_path(), managed(obj))
     node = wait_ready_status(kube, name, "True", timeout)

@@ -279,16 +279,16 @@ class DRAStore:
         a taint rule changes. With any allNodes/nodeSelector slice the answer also depends on the
         node's labels, so it is computed afresh."""
         with self._lock:
-            rules = tuple(self._rules.values())
             if self._shared:
                 return dra_pools.node_devices(
-                    self.slices_for(node_name), self._pool_slices, node_name, node_labels, rules
+                    self.slices_for(node_name), self._pool_slices, node_name, node_labels, tuple(self._rules.values())
                 )
             got = self._candidates.get(node_name)
             if got is None:
                 own = self._by_node.get(node_name)
                 if not own:
                     return ()
+                rules = tuple(self._rules.values())
                 got = dra_pools.node_devices(own.values(), self._pool_slices, node_name, node_labels, rules)
                 self._candidates[node_name] = got
             return got

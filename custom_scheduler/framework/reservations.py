@@ -10,9 +10,10 @@ gone before the gang is expected to start (backfill, as batch schedulers such as
 This module is the arithmetic, with no I/O and no clock of its own (``now`` is always an argument),
 so the tests read the same answers the plugin acts on:
 
-- :func:`declared_end` — when a pod will have freed its node, from its declared runtime (the
-  ``custom-scheduler.io/expected-runtime`` annotation, a Go duration, counted from the pod's start);
-  a pod that declares nothing frees "never" as far as planning goes.
+- :func:`declared_end` — when a pod will have freed its node, from its declared runtime: the
+  ``custom-scheduler.io/expected-runtime`` annotation (a Go duration) or ``activeDeadlineSeconds``
+  (the kubelet fails the pod that long after it started), whichever ends first, counted from the
+  pod's start; a pod that declares nothing frees "never" as far as planning goes.
 - :func:`soonest` — the domain and time at which the gang fits first, judged by what is free now
   plus what the running pods free at their declared ends, and which amounts on which nodes to hold.
 - :func:`admit` — the backfill rule Filter applies on a reserved node.
@@ -73,15 +74,21 @@ def parse_runtime(value: str) -> float | None:
 
 def declared_end(pod: Pod, annotation: str, now: float) -> float | None:
     """When ``pod`` will have freed its node by its own declaration, or None (it declares nothing).
-    A pod not started yet (pending, or bound a moment ago) counts from ``now``."""
+
+    Two declarations count, and the earlier end wins: the runtime ``annotation`` (a promise) and
+    ``spec.activeDeadlineSeconds`` (enforced: the kubelet fails the pod that long after its
+    ``status.startTime``). Both count from the pod's start; a pod not started yet (pending, or
+    bound a moment ago) counts from ``now``."""
+    runtimes = []
     raw = pod.annotations.get(annotation)
-    if raw is None:
-        return None
-    runtime = parse_runtime(raw)
-    if runtime is None:
+    if raw is not None and (runtime := parse_runtime(raw)) is not None:
+        runtimes.append(runtime)
+    if pod.active_deadline_seconds is not None:
+        runtimes.append(float(pod.active_deadline_seconds))
+    if not runtimes:
         return None
     start = pod.start_time if pod.start_time is not None else now
-    return start + runtime
+    return start + min(runtimes)
 
 
 # --- planning --------------------------------------------------------------------------------------

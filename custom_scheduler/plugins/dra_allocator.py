@@ -21,6 +21,13 @@ backtracks (:mod:`custom_scheduler.plugins.dra_search`) over what depends on ear
 Error messages are upstream's (``claim ns/name: selector #0: CEL compile error: ...``), so a user
 reads the same reason as from kube-scheduler. CEL lives in :mod:`custom_scheduler.plugins.dra_cel`.
 
+DynamicResources calls it once per node of every pod, so what does not depend on the node is done
+once per pod (:class:`Prepared`, built in PreFilter, as upstream builds its allocator there): the
+constraints checked, each request's class looked up, the answer for a node without devices. Which of
+a node's devices a pair of selector lists matches is kept on that node's devices (they change only
+when its slices do), one plain ``exactly`` request takes its devices directly, and the allocation
+results are written out (:class:`Chosen`) only for the node that gets the pod.
+
 The search can be exponential, so, as upstream bounds it with ``DynamicResourcesArgs.filterTimeout``
 through its context, :func:`allocate` takes a ``deadline`` (a :func:`time.monotonic` instant) and
 raises :class:`AllocationTimeout` once it passed (checked every :data:`DEADLINE_CHECK_STEPS` picks
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -46,7 +54,7 @@ from custom_scheduler.api.dra import (
     ResourceClaim,
     device_id_str,
 )
-from custom_scheduler.api.dra_pools import AllocatedState
+from custom_scheduler.api.dra_pools import AllocatedState, NodeDevices
 from custom_scheduler.plugins.dra_cel import DEVICE_MEMO_MAX, CELCache, CELError
 from custom_scheduler.plugins.dra_search import (
     ALLOCATION_RESULTS_MAX_SIZE,
@@ -81,32 +89,63 @@ ALLOCATION_RESULTS_MAX = ALLOCATION_RESULTS_MAX_SIZE
 
 InUse = Mapping[DeviceID, Any] | frozenset[DeviceID] | set[DeviceID]
 
+#: Selector pairs whose matches one node's devices keep (:func:`_matching_on`) before starting over.
+MATCHED_MEMO_MAX = 32
+
 
 class NodeUnschedulable(Exception):
     """Upstream's ``ErrFailedAllocationOnNode``: this node cannot serve the claims, for the reason in
     the message (Unschedulable, not an error: other nodes may)."""
 
 
+def _missing_class(claim: ResourceClaim, req: Request) -> AllocationError:
+    return AllocationError(
+        f"claim {claim_ref(claim)}, request {req.name}: could not retrieve device class {req.device_class}: "
+        f'deviceclass.resource.k8s.io "{req.device_class}" not found'
+    )
+
+
 def _matching(
     claim: ResourceClaim,
     req: Request,
-    classes: Callable[[str], DeviceClass | None],
+    cls: DeviceClass | None,
     candidates: Sequence[Candidate],
     cels: CELCache,
 ) -> list[Candidate]:
-    """The candidates that pass the request's class selectors, then its own, in order."""
-    cls = classes(req.device_class)
+    """The candidates that pass the request's class selectors, then its own, in order (``cls``:
+    the request's class, None when it does not exist)."""
     if cls is None:
-        raise AllocationError(
-            f"claim {claim_ref(claim)}, request {req.name}: could not retrieve device class {req.device_class}: "
-            f'deviceclass.resource.k8s.io "{req.device_class}" not found'
-        )
+        raise _missing_class(claim, req)
+    if not cls.selectors and not req.selectors:
+        return list(candidates)
     of_class, of_claim = f"class {cls.name}", f"claim {claim_ref(claim)}"
     return [
         c
         for c in candidates
         if _selected(cls.selectors, c, cels, of_class) and _selected(req.selectors, c, cels, of_claim)
     ]
+
+
+def _matching_on(
+    claim: ResourceClaim, req: Request, cls: DeviceClass | None, candidates: Sequence[Candidate], cels: CELCache
+) -> tuple[list[Candidate], bool]:
+    """:func:`_matching`, kept on a node's :class:`~custom_scheduler.api.dra_pools.NodeDevices` per
+    pair of selector lists (every pod of a burst asks the same of the same devices, and the answer
+    depends on the devices alone), and whether every match is a plain device (``simple``). Only an
+    answer without error is kept, so an error is raised again, with its claim's name, every time."""
+    if cls is None:
+        raise _missing_class(claim, req)
+    memo = candidates.matched if isinstance(candidates, NodeDevices) else None
+    key = (cls.selectors, req.selectors)
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        found = _matching(claim, req, cls, candidates, cels)
+        got = (found, all(c.device.simple for c in found))
+        if memo is not None:
+            if len(memo) >= MATCHED_MEMO_MAX:
+                memo.clear()
+            memo[key] = got
+    return got
 
 
 def _selected(selectors: Sequence[str], c: Candidate, cels: CELCache, owner: str) -> bool:
@@ -177,48 +216,195 @@ def check_claim_limit(claim: ResourceClaim, request: str, need: int, counted: in
     return counted + need
 
 
-def _options(
-    claims: Sequence[ResourceClaim],
-    candidates: Sequence[Candidate],
-    in_use: InUse,
-    classes: Callable[[str], DeviceClass | None],
-    cels: CELCache,
-    deadline: float | None = None,
-) -> Options:
-    """What each alternative of each request may take (selectors and the static checks once).
-    Raises AllocationTimeout when ``deadline`` passed (checked after each request)."""
-    shared = in_use.shared if isinstance(in_use, AllocatedState) else {}
-    bad_pools = getattr(candidates, "bad_pools", ())
-    options: Options = []
-    for claim in claims:
-        per_req = []
-        counted = 0
-        for dr in claim.requests:
-            per_alt = []
-            fewest = None
-            for alt in dr.alternatives:
-                matching = _matching(claim, alt, classes, candidates, cels)
-                if alt.mode == ALL:
-                    devices, n = _all_devices(claim, alt, matching, in_use, bad_pools)
-                    per_alt.append(devices)
-                else:
-                    per_alt.append([c for c in matching if _usable(claim, alt, c, in_use, shared)])
-                    n = alt.count
-                fewest = n if fewest is None else min(fewest, n)
-            counted = check_claim_limit(claim, dr.name, fewest or 0, counted)
-            per_req.append(per_alt)
-            check_deadline(deadline)
-        options.append(per_req)
-    return options
-
-
-def _check_constraints(claims: Sequence[ResourceClaim]) -> None:
+def _constraint_error(claims: Sequence[ResourceClaim]) -> str:
+    """The first constraint no allocator supports, in upstream's words ("" when none)."""
     for claim in claims:
         for i, con in enumerate(claim.constraints):
             if not con.match_attribute and not con.distinct_attribute:
-                raise AllocationError(
-                    f"claim {claim_ref(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
-                )
+                return f"claim {claim_ref(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
+    return ""
+
+
+class Prepared:
+    """One pod's claims made ready for :meth:`allocate` on each node: what does not depend on the
+    node is done once (upstream's allocator is likewise built once per pod in PreFilter): the
+    constraints checked, each request's class looked up, and the answer for a node without devices
+    (it depends on the claims alone). The errors keep their place: :meth:`allocate` raises them
+    on each node in the order the per-node computation would meet them."""
+
+    def __init__(self, claims: Sequence[ResourceClaim], classes: Callable[[str], DeviceClass | None]) -> None:
+        self.claims = claims
+        self.constraint_error = _constraint_error(claims)
+        self.classes: dict[str, DeviceClass | None] = {
+            alt.device_class: classes(alt.device_class)
+            for claim in claims
+            for dr in claim.requests
+            for alt in dr.alternatives
+        }
+        self.has_requests = any(c.requests for c in claims)
+        self.single = _single(claims) if not self.constraint_error else None
+        """The one claim and its one ``exactly`` request, when that is all (the common shape)."""
+        self._without_devices: AllocationError | bool | None = False
+        """The answer for a node without devices: an error, None (nothing fits), False: not yet known."""
+
+    def allocate(
+        self,
+        candidates: Sequence[Candidate],
+        in_use: InUse,
+        cels: CELCache,
+        node_name: str,
+        *,
+        deadline: float | None = None,
+    ) -> list[Allocation] | None:
+        """:func:`allocate` on one node with this pod's claims."""
+        got = self.choose(candidates, in_use, cels, node_name, deadline=deadline)
+        return None if got is None else got.allocations()
+
+    def choose(
+        self,
+        candidates: Sequence[Candidate],
+        in_use: InUse,
+        cels: CELCache,
+        node_name: str,
+        *,
+        deadline: float | None = None,
+    ) -> Chosen | None:
+        """:meth:`allocate`'s devices, before they are written out as allocation results."""
+        if self.constraint_error:
+            raise AllocationError(self.constraint_error)
+        bad_pools: Sequence[ddev.Pool] = getattr(candidates, "bad_pools", ())
+        if not candidates and not bad_pools and self.has_requests:
+            self._no_devices()
+            return None
+        if self.single is not None:
+            direct = self._take_direct(candidates, in_use, cels, deadline)
+            if direct is not None:
+                alt = self.single[1]
+                if direct and _local_device(direct[0]):
+                    return Chosen(self.claims, node_name, direct=(alt, direct))  # its node selector cannot fail
+                return self._chosen([[Pick(alt, c) for c in direct]] if direct else None, bad_pools, node_name)
+        options = self._options(candidates, in_use, cels, deadline)
+        chosen = _take_first(self.claims, options)
+        if chosen is None:
+            shared = in_use.shared if isinstance(in_use, AllocatedState) else {}
+            chosen = Search(self.claims, options, in_use, shared, deadline).run()
+        return self._chosen(chosen, bad_pools, node_name)
+
+    def _chosen(self, chosen: list[list[Pick]] | None, bad_pools: Sequence[ddev.Pool], node_name: str) -> Chosen | None:
+        """The search's outcome: None when nothing fits (NodeUnschedulable when invalid pools
+        may be why), else the picks, once their node selectors are known to be buildable."""
+        if chosen is None:
+            if any(p.invalid for p in bad_pools):
+                raise NodeUnschedulable(REASON_INVALID_POOLS)
+            return None
+        for claim, picks in zip(self.claims, chosen, strict=True):
+            if _may_fail(picks):
+                _node_selector(claim, picks, node_name)  # its error is this node's
+        return Chosen(self.claims, node_name, picks=chosen)
+
+    def _take_direct(
+        self, candidates: Sequence[Candidate], in_use: InUse, cels: CELCache, deadline: float | None
+    ) -> list[Candidate] | None:
+        """The single request of :attr:`single` when every device it matches is plain: the first
+        ``count`` free ones, in order, as the search would take them (it has nothing to backtrack
+        over), or [] when there are not enough (the search fails too). None: take the general
+        way (the request or a device needs the full checks)."""
+        assert self.single is not None
+        claim, alt = self.single
+        matching, plain = _matching_on(claim, alt, self.classes[alt.device_class], candidates, cels)
+        if not plain or alt.capacity is not None:
+            return None
+        check_deadline(deadline)
+        need = alt.count
+        if alt.admin_access:
+            free = matching[:need]
+        else:
+            free = []
+            for c in matching:
+                if c.id not in in_use:
+                    free.append(c)
+                    if len(free) == need:
+                        break
+        if need == 0 or len(free) < need:
+            return []
+        return free
+
+    def _no_devices(self) -> None:
+        """A node without devices (half the nodes of a typical DRA cluster): nothing can fit, but a
+        missing class or a claim over the result limit is still the same error as with devices, in
+        the same order. Computed on the first such node, then repeated."""
+        got = self._without_devices
+        if got is False:
+            try:
+                got = None
+                for claim in self.claims:
+                    counted = 0
+                    for dr in claim.requests:
+                        for alt in dr.alternatives:
+                            if self.classes[alt.device_class] is None:
+                                raise _missing_class(claim, alt)
+                        fewest = min(0 if alt.mode == ALL else alt.count for alt in dr.alternatives)
+                        counted = check_claim_limit(claim, dr.name, fewest, counted)
+            except AllocationError as e:
+                got = e
+            self._without_devices = got
+        if isinstance(got, AllocationError):
+            raise AllocationError(str(got))
+
+    def _options(
+        self, candidates: Sequence[Candidate], in_use: InUse, cels: CELCache, deadline: float | None
+    ) -> Options:
+        """What each alternative of each request may take (selectors and the static checks once).
+        Raises AllocationTimeout when ``deadline`` passed (checked after each request)."""
+        shared = in_use.shared if isinstance(in_use, AllocatedState) else {}
+        bad_pools = getattr(candidates, "bad_pools", ())
+        options: Options = []
+        for claim in self.claims:
+            per_req = []
+            counted = 0
+            for dr in claim.requests:
+                per_alt = []
+                fewest = None
+                for alt in dr.alternatives:
+                    matching, plain = _matching_on(claim, alt, self.classes[alt.device_class], candidates, cels)
+                    if alt.mode == ALL:
+                        devices, n = _all_devices(claim, alt, matching, in_use, bad_pools)
+                        per_alt.append(devices)
+                    else:
+                        per_alt.append(_usable_of(claim, alt, matching, plain, in_use, shared))
+                        n = alt.count
+                    fewest = n if fewest is None else min(fewest, n)
+                counted = check_claim_limit(claim, dr.name, fewest or 0, counted)
+                per_req.append(per_alt)
+                check_deadline(deadline)
+            options.append(per_req)
+        return options
+
+
+def _single(claims: Sequence[ResourceClaim]) -> tuple[ResourceClaim, Request] | None:
+    """The claim and request when ``claims`` are one claim with one ``exactly`` request for a
+    count of devices within the result limit, and no constraints."""
+    if len(claims) != 1 or len(claims[0].requests) != 1 or claims[0].constraints:
+        return None
+    alts = claims[0].requests[0].alternatives
+    if len(alts) != 1 or alts[0].mode == ALL or alts[0].count > ALLOCATION_RESULTS_MAX:
+        return None
+    return claims[0], alts[0]
+
+
+def _usable_of(
+    claim: ResourceClaim,
+    alt: Request,
+    matching: list[Candidate],
+    plain: bool,
+    in_use: InUse,
+    shared: Mapping[DeviceID, Any],
+) -> list[Candidate]:
+    """The matching devices :func:`_usable` admits. Plain devices (no taints, no capacity, not
+    shared) asked for without a capacity request: only "is it free" is left to ask."""
+    if plain and alt.capacity is None:
+        return list(matching) if alt.admin_access else [c for c in matching if c.id not in in_use]
+    return [c for c in matching if _usable(claim, alt, c, in_use, shared)]
 
 
 def allocate(
@@ -237,30 +423,10 @@ def allocate(
     :class:`~custom_scheduler.api.dra_pools.AllocatedState` also knows the shared devices; a plain
     set: devices held exclusively). Raises AllocationError for what no node can fix (CEL errors,
     missing classes), NodeUnschedulable when invalid pools may be why nothing fits, and
-    AllocationTimeout when ``deadline`` (a :func:`time.monotonic` instant) passes first."""
-    _check_constraints(claims)
-    bad_pools: Sequence[ddev.Pool] = getattr(candidates, "bad_pools", ())
-    if not candidates and not bad_pools and any(c.requests for c in claims):
-        # A node without devices (half the nodes of a typical DRA cluster): nothing can fit, but a
-        # missing class is still the same error as with devices, in the same order.
-        for claim in claims:
-            counted = 0
-            for dr in claim.requests:
-                for alt in dr.alternatives:
-                    _matching(claim, alt, classes, (), cels)
-                fewest = min(0 if alt.mode == ALL else alt.count for alt in dr.alternatives)
-                counted = check_claim_limit(claim, dr.name, fewest, counted)
-        return None
-    options = _options(claims, candidates, in_use, classes, cels, deadline)
-    chosen = _take_first(claims, options)
-    if chosen is None:
-        shared = in_use.shared if isinstance(in_use, AllocatedState) else {}
-        chosen = Search(claims, options, in_use, shared, deadline).run()
-    if chosen is None:
-        if any(p.invalid for p in bad_pools):
-            raise NodeUnschedulable(REASON_INVALID_POOLS)
-        return None
-    return [_allocation(claim, picks, node_name) for claim, picks in zip(claims, chosen, strict=True)]
+    AllocationTimeout when ``deadline`` (a :func:`time.monotonic` instant) passes first.
+
+    One node's allocation; DynamicResources keeps one :class:`Prepared` per pod instead."""
+    return Prepared(claims, classes).allocate(candidates, in_use, cels, node_name, deadline=deadline)
 
 
 def _take_first(claims: Sequence[ResourceClaim], options: Options) -> list[list[Pick]] | None:
@@ -293,8 +459,46 @@ def _result(p: Pick) -> DeviceResult:
     )
 
 
-def _allocation(claim: ResourceClaim, picks: Sequence[Pick], node_name: str) -> Allocation:
-    return Allocation(tuple(_result(p) for p in picks), _node_selector(claim, picks, node_name))
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """The devices picked for each claim on one node. Filter finds them on every feasible node,
+    but only the node the pod goes to (or one scored by them) needs the allocation results
+    written out (:meth:`allocations`). Building a node selector may fail, which is that node's
+    Filter error, so :meth:`Prepared.choose` builds it at once wherever it could (see
+    :func:`_may_fail`)."""
+
+    claims: Sequence[ResourceClaim]
+    node_name: str
+    picks: list[list[Pick]] | None = None
+    """Each claim's picks (None: ``direct`` holds the one claim's)."""
+    direct: tuple[Request, list[Candidate]] | None = None
+    """The one request of the one claim and its devices (no :class:`Pick` made for most nodes)."""
+
+    def all_picks(self) -> list[list[Pick]]:
+        if self.picks is not None:
+            return self.picks
+        assert self.direct is not None
+        alt, devices = self.direct
+        return [[Pick(alt, c) for c in devices]]
+
+    def allocations(self) -> list[Allocation]:
+        return [
+            Allocation(tuple(_result(p) for p in picks), _node_selector(claim, picks, self.node_name))
+            for claim, picks in zip(self.claims, self.all_picks(), strict=True)
+        ]
+
+
+def _local_device(c: Candidate) -> bool:
+    """The device is local to one node, or binds to the node it is allocated for: the node
+    selector is that node's name, whatever the other devices are."""
+    s, d = c.slice, c.device
+    return bool(d.node_name if s.per_device else s.node_name) or d.binds_to_node
+
+
+def _may_fail(picks: Sequence[Pick]) -> bool:
+    """Whether :func:`_node_selector` may raise for these picks: not when the first is local (it
+    answers from that one alone)."""
+    return bool(picks) and not _local_device(picks[0].cand)
 
 
 def _node_selector(claim: ResourceClaim, picks: Sequence[Pick], node_name: str) -> dict[str, Any] | None:

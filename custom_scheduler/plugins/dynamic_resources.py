@@ -104,6 +104,9 @@ TIMEOUT_FORMAT = "node {node}: timed out trying to allocate devices"
 #: gives that cancellation).
 REASON_CANCELLED = "asked by caller to stop allocating devices: some other Filter operation failed"
 
+_CANNOT_ALLOCATE = Status.unresolvable(REASON_CANNOT_ALLOCATE)
+"""Filter's answer on most nodes of a DRA burst (a Status is immutable; made once)."""
+
 #: PreBind's attempts at one claim's update when the API answers 409 Conflict (client-go's DefaultRetry).
 CONFLICT_RETRIES = dra_claim_writes.CONFLICT_RETRIES
 
@@ -116,7 +119,15 @@ class _State:
     allocating: list[dra.ResourceClaim] = field(default_factory=list)
     """Those claims themselves (built once in PreFilter, not once per node in Filter)."""
     in_use: frozenset[dra.DeviceID] = frozenset()
+    prepared: dra_allocator.Prepared | None = None
+    """The allocator's per-pod work for ``allocating``, done once in PreFilter (None with the
+    extended-resource claim, whose requests each node decides)."""
+    allocated: list[int] = field(default_factory=list)
+    """Indices in ``claims`` of the claims already allocated (Filter checks where they are available)."""
     by_node: dict[str, list[dra.Allocation]] = field(default_factory=dict)
+    """Each node's allocations, written out from ``chosen`` when first asked (:meth:`allocations`)."""
+    chosen: dict[str, dra_allocator.Chosen] = field(default_factory=dict)
+    """The devices Filter picked on each feasible node (most nodes never need more)."""
     pending: list[str] = field(default_factory=list)
     """UIDs of claims whose allocation Reserve signalled."""
     reserved: list[dra.ResourceClaim] = field(default_factory=list)
@@ -137,6 +148,16 @@ class _State:
     """That claim with each node's requests (None: the node needs no devices for it)."""
     ext_created: dra.ResourceClaim | None = None
     """The claim PreBind created for them (Unreserve deletes it)."""
+
+    def allocations(self, node: str) -> list[dra.Allocation] | None:
+        """The allocations Filter found on ``node`` (None: it found none there)."""
+        got = self.by_node.get(node)
+        if got is None:
+            chosen = self.chosen.get(node)
+            if chosen is None:
+                return None
+            self.by_node[node] = got = chosen.allocations()
+        return got
 
 
 STATE_KEY: StateKey[_State] = StateKey(NAME)
@@ -216,7 +237,7 @@ def chosen_devices(state: CycleState, node_name: str) -> list[str]:
     s = state.get(STATE_KEY)
     if s is None:
         return []
-    allocs = s.by_node.get(node_name) or []
+    allocs = s.allocations(node_name) or []
     out = []
     for i, alloc in zip(s.to_allocate, allocs, strict=False):
         devs = ", ".join(f"{r.request}={r.driver}/{r.pool}/{r.device}" for r in alloc.results)
@@ -242,6 +263,9 @@ claim_path = dra_claim_writes.claim_path
 
 
 class DynamicResources:
+    #: Its ``sign_pod`` refuses some pods: the Signer asks it first.
+    may_refuse_signing = True
+
     name: ClassVar[str] = NAME
 
     def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
@@ -297,28 +321,37 @@ class DynamicResources:
             return SKIP
         s.claims = claims
         for i, claim in enumerate(claims):
-            if claim.allocation is not None:
-                if not claim.can_be_reserved and not claim.reserved_for_pod(pod.uid):
-                    return Status.unresolvable(REASON_IN_USE)
-                continue
-            if store.pending_allocation(claim.uid) is not None:
-                return Status.unresolvable(f"resource claim {claim.key} is in the process of being allocated")
-            if i == s.ext_index:
-                s.to_allocate.append(i)  # its requests depend on the node (Filter)
-                continue
-            for dr in claim.requests:
-                for req in dr.alternatives:
-                    if store.device_class(req.device_class) is None:
-                        return Status.unresolvable(
-                            f"request {req.name}: device class {req.device_class} does not exist"
-                        )
-            err = compile_errors(claim, store, self.cels)
-            if err:
-                return Status.as_error(err)
-            s.to_allocate.append(i)
+            rejected = self._check_claim(claim, pod, i == s.ext_index)
+            if rejected is not None:
+                return rejected
+            if claim.allocation is None:
+                s.to_allocate.append(i)
         s.allocating = [claims[i] for i in s.to_allocate]
-        s.in_use = store.allocated_devices() if s.to_allocate else frozenset()
+        s.allocated = [i for i, c in enumerate(claims) if c.allocation is not None]
+        if s.to_allocate:
+            s.in_use = store.allocated_devices()
+            if s.ext_index < 0:
+                s.prepared = dra_allocator.Prepared(s.allocating, store.device_class)
         return SUCCESS
+
+    def _check_claim(self, claim: dra.ResourceClaim, pod: Pod, extended: bool) -> Status | None:
+        """PreFilter's verdict on one claim (None: it passes; it is to be allocated unless it is
+        allocated already). The extended-resource claim's requests come per node (Filter)."""
+        store = self.store
+        if claim.allocation is not None:
+            if not claim.can_be_reserved and not claim.reserved_for_pod(pod.uid):
+                return Status.unresolvable(REASON_IN_USE)
+            return None
+        if store.pending_allocation(claim.uid) is not None:
+            return Status.unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+        if extended:
+            return None
+        for dr in claim.requests:
+            for req in dr.alternatives:
+                if store.device_class(req.device_class) is None:
+                    return Status.unresolvable(f"request {req.name}: device class {req.device_class} does not exist")
+        err = compile_errors(claim, store, self.cels)
+        return Status.as_error(err) if err else None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         s = state.read(STATE_KEY)
@@ -334,36 +367,54 @@ class DynamicResources:
                 return rejected
             if len(s.claims) == 1 and s.ext_by_node.get(node.name) is None:
                 return SUCCESS  # only extended resources, all offered by the node itself
-        unavailable = [i for i, c in enumerate(s.claims) if self._unavailable(c, node.name, node.labels)]
-        if unavailable:
-            s.unavailable.update(unavailable)
-            return Status.unresolvable(REASON_NOT_AVAILABLE)
+        if s.allocated:
+            unavailable = [i for i in s.allocated if self._unavailable(s.claims[i], node.name, node.labels)]
+            if unavailable:
+                s.unavailable.update(unavailable)
+                return Status.unresolvable(REASON_NOT_AVAILABLE)
         if not s.to_allocate:
             return SUCCESS
+        return self._allocate_on(s, node.name, node.labels, allocating)
+
+    def _allocate_on(
+        self, s: _State, node: str, labels: dict[str, str], allocating: Sequence[dra.ResourceClaim]
+    ) -> Status:
+        """Filter's allocation of the pod's unallocated claims from the devices the node reaches."""
         if s.timed_out:
             # That node again (the framework re-runs the filters for every node's reason when none
             # fit): the same ERROR. Any other node: what upstream's cancelled filters answer.
-            if s.timed_out == node.name:
-                return Status.as_error(TIMEOUT_FORMAT.format(node=node.name))
+            if s.timed_out == node:
+                return Status.as_error(TIMEOUT_FORMAT.format(node=node))
             return Status.unresolvable(REASON_CANCELLED)
         store = self.store
-        cands = store.candidates(node.name, node.labels)
+        cands = store.candidates(node, labels)
         timeout = self.args.filter_timeout
         deadline = time.monotonic() + timeout if timeout > 0 else None
         try:
-            allocs = dra_allocator.allocate(
-                allocating, cands, s.in_use, store.device_class, self.cels, node.name, deadline=deadline
-            )
+            if s.prepared is not None:
+                chosen = s.prepared.choose(cands, s.in_use, self.cels, node, deadline=deadline)
+                allocs = None
+                if chosen is None:
+                    return _CANNOT_ALLOCATE
+            else:
+                chosen = None
+                allocs = dra_allocator.allocate(
+                    allocating, cands, s.in_use, store.device_class, self.cels, node, deadline=deadline
+                )
         except dra_allocator.AllocationError as e:
             return Status.as_error(str(e))
         except dra_allocator.NodeUnschedulable as e:  # upstream's ErrFailedAllocationOnNode
             return Status.unresolvable(str(e))
         except dra_allocator.AllocationTimeout:
-            s.timed_out = node.name
-            return Status.as_error(TIMEOUT_FORMAT.format(node=node.name))
+            s.timed_out = node
+            return Status.as_error(TIMEOUT_FORMAT.format(node=node))
+        if chosen is not None:
+            s.chosen[node] = chosen
+            s.by_node.pop(node, None)  # a filter run again on the node: the new answer stands
+            return SUCCESS
         if allocs is None:
-            return Status.unresolvable(REASON_CANNOT_ALLOCATE)
-        s.by_node[node.name] = allocs
+            return _CANNOT_ALLOCATE
+        s.by_node[node] = allocs
         return SUCCESS
 
     def _extended_on(self, s: _State, pod: Pod, node_info: NodeInfo) -> tuple[Status | None, list[dra.ResourceClaim]]:
@@ -415,7 +466,7 @@ class DynamicResources:
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         s = state.read(STATE_KEY)
-        allocs = s.by_node.get(node_info.name)
+        allocs = s.allocations(node_info.name)
         if allocs is None and s.to_allocate:
             return 0
         return score_allocations(s.claims, s.to_allocate, allocs or [])
@@ -428,7 +479,7 @@ class DynamicResources:
         s = state.get(STATE_KEY)
         if s is None or not s.to_allocate:
             return SUCCESS
-        allocs = s.by_node.get(node_name)
+        allocs = s.allocations(node_name)
         if allocs is None and s.to_allocate == [s.ext_index] and s.ext_by_node.get(node_name) is None:
             return SUCCESS  # only the extended resources, which the node offers itself
         if allocs is None or len(allocs) != len(s.to_allocate):
@@ -500,7 +551,7 @@ class DynamicResources:
         client = self.handle.client
         if client is None:
             return Status.as_error("no API client to reserve resource claims")
-        allocs = dict(zip(s.to_allocate, s.by_node.get(node_name) or [], strict=False))
+        allocs = dict(zip(s.to_allocate, s.allocations(node_name) or [], strict=False))
         consumer = dra.Consumer("pods", pod.name, pod.uid)
         for i, claim in enumerate(s.claims):
             alloc = allocs.get(i)

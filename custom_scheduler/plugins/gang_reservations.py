@@ -125,7 +125,8 @@ def reason(r: rv.Reservation, annotation: str) -> str:
     start = _iso(r.expected_start)
     return (
         f"node capacity reserved for pod group {key} until {_iso(r.expires)} (gang expected to start "
-        f"{start}); a pod may use it only if its {annotation} annotation says it ends before then"
+        f"{start}); a pod may use it only if its {annotation} annotation or its activeDeadlineSeconds "
+        "says it ends before then"
     )
 
 

@@ -27,7 +27,8 @@ from tests.builders import NodeBuilder, PodBuilder
 class Env:
     """The control plane, an admin client, the test's namespace and the per-test factories.
 
-    ``nodes(builder)`` creates a Ready node (its name made unique; deleted after the test) and
+    ``nodes(builder)`` creates a Ready node run by the session's kwok (its name made unique; deleted
+    after the test) and
     returns the object; ``create_pod(obj)`` creates a pod in :attr:`namespace`; and
     ``start_scheduler(config_text=MINIMAL_CONFIG, **kw)`` starts an in-process :class:`App`
     (stopped after the test). The methods are the helpers many tests share.
@@ -65,7 +66,8 @@ class Env:
         return str(self.pod(name)["spec"].get("nodeName") or "")
 
     def delete_pod_now(self, name: str) -> None:
-        """Delete a pod with grace 0 (there is no kubelet to finish a graceful delete)."""
+        """Delete a pod with grace 0: gone before the next step, without waiting for kwok to
+        finish a graceful delete (or forever, on a hand-made Node that no kubelet runs)."""
         try:
             self.kube.delete(pod_path(self.namespace, name), {"gracePeriodSeconds": 0})
         except api_errors.NotFound:

@@ -6,18 +6,24 @@ For :data:`DURATION` seconds (default 60, ``CS_CHAOS_SECONDS`` to change) a seed
 
 - workloads: scale a Deployment up or down, roll one (a template change), create or delete a Job,
   delete a random pod (its controller replaces it);
-- nodes: add one, cordon or uncordon one, delete one (and, as pod GC would, its pods);
+- nodes: add one, cordon or uncordon one, delete one (and, as pod GC would, its pods), fail one
+  (kwok reports it NotReady: the node-lifecycle controller taints it, taint-based eviction deletes
+  its pods once their short toleration runs out, their controllers recreate them and we place them
+  on the healthy nodes) or let a failed one recover;
 - faults: 429 with Retry-After and 5xx on binds and lists, a bind dropped before or after the
   server acted, every watch broken, a silent watch, a watch answered 410, etcd compacted to its
   current revision (watches resuming from an older resourceVersion get 410 and re-list), and one
   kube-apiserver restart in the middle.
 
-The kubelet is emulated as far as scheduling needs: terminating pods are finished (deleted with
-grace 0) now and then. Afterwards, with faults off and every node uncordoned, within a settling
-timeout: every live pod is bound (capacity is sized so that they all fit), exactly one Binding
-POST succeeded per pod (pod names are unique: controllers generate them), no node is
-over-committed, the scheduler's cache holds exactly the cluster's bound pods and nodes, and the
-test process's RSS grew by less than :data:`RSS_BUDGET_MIB` over the run.
+The Nodes are the session's kwok nodes: they heartbeat, pods run, graceful deletes finish, and a
+node fails on demand (:func:`kwok.make_not_ready`). One failure is forced early, on the node with the
+most pods, so every run sees evictions. Afterwards, with faults off, every node uncordoned and
+recovered, within a settling timeout: every live pod is bound (capacity is sized so that they all
+fit), exactly one Binding POST succeeded per pod (pod names are unique: controllers generate them),
+no node is over-committed, the scheduler's cache holds exactly the cluster's bound pods and nodes,
+the forced failure evicted pods (each then deleted), and the test process's RSS grew by less than
+:data:`RSS_BUDGET_MIB` over the run. The figures (actions of each kind, pods created, bound,
+evicted, time to settle) are printed.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 
 from custom_scheduler.api.model import Pod, pod_from_json
 from custom_scheduler.core.informers import Informer
-from custom_scheduler.devenv import cluster
+from custom_scheduler.devenv import cluster, kwok
 from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
@@ -54,6 +60,15 @@ MERGE = "application/merge-patch+json"
 DEPLOYMENTS = 3
 MAX_REPLICAS = 10
 MIN_NODES, MAX_NODES = 4, 8
+#: At most this many nodes failed at once: with 3 of 4+ NotReady the node-lifecycle controller
+#: takes the zone (all our nodes share one) for disrupted and slows or stops evictions.
+MAX_FAILED = 2
+#: A failed node stays failed at least this long (seconds): the controller looks every 2 s, taints
+#: (one node per 10 s in a zone) and the pods' toleration (:data:`TOLERATION_SECONDS`) runs out.
+FAILED_AT_LEAST = 20.0
+#: How long the workloads' pods tolerate a NotReady or unreachable node (the API server's default,
+#: 300 s, would outlast the run).
+TOLERATION_SECONDS = 2
 #: Each node: 4 CPUs. Worst case: 3 Deployments x 10 replicas x 300m, +25% surge during a
 #: rollout, plus 3 Jobs x 3 x 200m = 13.05 CPUs, which MIN_NODES hold with room to spare.
 NODE = {"cpu": "4", "memory": "8Gi", "pods": "40"}
@@ -75,6 +90,13 @@ def _container(name: str, cpu: str, memory: str) -> dict[str, Any]:
     }
 
 
+def _tolerations() -> list[dict[str, Any]]:
+    return [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": TOLERATION_SECONDS}
+        for key in (kwok.NOT_READY_TAINT, "node.kubernetes.io/unreachable")
+    ]
+
+
 def _deployment(name: str, replicas: int, cpu: str) -> dict[str, Any]:
     labels = {"app": name}
     return {
@@ -90,6 +112,7 @@ def _deployment(name: str, replicas: int, cpu: str) -> dict[str, Any]:
                 "spec": {
                     "schedulerName": "custom-scheduler",
                     "terminationGracePeriodSeconds": 0,
+                    "tolerations": _tolerations(),
                     "containers": [_container("c", cpu, "128Mi")],
                 },
             },
@@ -110,6 +133,7 @@ def _job(name: str) -> dict[str, Any]:
                     "schedulerName": "custom-scheduler",
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 0,
+                    "tolerations": _tolerations(),
                     "containers": [_container("c", "200m", "64Mi")],
                 }
             },
@@ -145,6 +169,8 @@ class Chaos:
     rng: random.Random
     node_names: list[str] = field(default_factory=list)
     cordoned: set[str] = field(default_factory=set)
+    #: Failed nodes (kwok reports them NotReady) -> when they failed (monotonic seconds).
+    failed: dict[str, float] = field(default_factory=dict)
     jobs: list[str] = field(default_factory=list)
     replicas: dict[str, int] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
@@ -217,9 +243,12 @@ class Chaos:
             self.kube.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": on or None}}, MERGE)
             (self.cordoned.add if on else self.cordoned.discard)(name)
             self.counts["nodes cordoned" if on else "nodes uncordoned"] += 1
+        elif r < 0.75:
+            self.fail_or_recover()
         elif len(self.node_names) > MIN_NODES:
             name = self.node_names.pop(self.rng.randrange(len(self.node_names)))
             self.cordoned.discard(name)
+            self.failed.pop(name, None)
             self.kube.delete(f"/api/v1/nodes/{name}")
             # Pod GC's job: pods bound to a node that no longer exists are deleted.
             for p in cluster.list_pods(self.kube, self.namespace):
@@ -229,6 +258,30 @@ class Chaos:
             self.counts["nodes deleted"] += 1
         else:
             self.add_node()
+
+    def fail_or_recover(self) -> None:
+        """Recover a node failed long enough, or fail a healthy one (see :data:`MAX_FAILED`)."""
+        now = time.monotonic()
+        due = sorted(n for n, at in self.failed.items() if now - at >= FAILED_AT_LEAST)
+        if due and (len(self.failed) >= MAX_FAILED or self.rng.random() < 0.5):
+            self.recover(self.rng.choice(due))
+        elif len(self.failed) < MAX_FAILED:
+            self.fail(self.rng.choice([n for n in self.node_names if n not in self.failed]))
+
+    def fail(self, name: str) -> None:
+        kwok.make_not_ready(self.kube, name)
+        self.failed[name] = time.monotonic()
+        self.counts["nodes failed"] += 1
+
+    def recover(self, name: str) -> None:
+        kwok.make_ready(self.kube, name)
+        del self.failed[name]
+        self.counts["nodes recovered"] += 1
+
+    def fail_busiest(self) -> None:
+        """Fail the healthy node with the most live pods (the run's one forced failure)."""
+        load = Counter(p["spec"].get("nodeName") for p in _live_pods(self.kube, self.namespace))
+        self.fail(max((n for n in self.node_names if n not in self.failed), key=lambda n: load[n]))
 
     def fault(self) -> None:
         ns = self.namespace
@@ -278,17 +331,18 @@ class Chaos:
             act()
         except api_errors.KubeError as e:  # the admin client races the controllers; not a failure
             self.counts[f"action conflicts ({type(e).__name__})"] += 1
-        if self.rng.random() < 0.2:
-            self.counts["terminating pods finished"] += cluster.finish_terminating_pods(self.kube, self.namespace)
 
     def calm(self) -> None:
-        """Faults off, every node schedulable, enough nodes: from here every pod fits."""
+        """Faults off, every node schedulable and healthy, enough nodes: from here every pod fits
+        (the node-lifecycle controller lifts the not-ready taints within seconds)."""
         with self.proxy._lock:
             for r in self.proxy.rules:
                 r.times = 0
         for name in sorted(self.cordoned):
             self.kube.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": None}}, MERGE)
         self.cordoned.clear()
+        for name in sorted(self.failed):
+            self.recover(name)
         while len(self.node_names) < MIN_NODES:
             self.add_node()
 
@@ -299,6 +353,7 @@ class PodTally:
 
     created: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    deleted_names: set[str] = field(default_factory=set)
 
     def on_add(self, pod: Pod) -> None:
         self.created.add(pod.uid)
@@ -308,6 +363,36 @@ class PodTally:
 
     def on_delete(self, pod: Pod) -> None:
         self.deleted.add(pod.uid)
+        self.deleted_names.add(pod.name)
+
+
+FAULTS = frozenset(
+    {
+        "429 on binds",
+        "5xx on binds",
+        "dropped binds",
+        "answer lost after bind",
+        "5xx on lists",
+        "watches dropped",
+        "silent watch",
+        "watch 410",
+        "etcd compactions",
+        "apiserver restarts",
+    }
+)
+
+
+def _faults(counts: Counter[str]) -> int:
+    return sum(v for k, v in counts.items() if k in FAULTS)
+
+
+def _evicted(env: Env) -> set[str]:
+    """The pods taint-based eviction deleted: the controller's "Marking for deletion" events."""
+    return {
+        str((e.get("regarding") or {}).get("name"))
+        for e in env.events("TaintManagerEviction")
+        if str(e.get("note") or "").startswith("Marking for deletion")
+    }
 
 
 def _live_pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
@@ -337,24 +422,28 @@ def test_chaos_with_controllers_nodes_and_faults(env: Env, proxied: Callable[[],
     rss_before = rss_mib()
     t0 = time.monotonic()
     restart_at = DURATION * rng.uniform(0.35, 0.6)
+    fail_at = DURATION * rng.uniform(0.1, 0.2)
     steps = 0
     while (elapsed := time.monotonic() - t0) < DURATION:
         if not chaos.restarted and elapsed >= restart_at:
             chaos.restart()
+        elif not chaos.counts["nodes failed"] and elapsed >= fail_at:
+            chaos.fail_busiest()
         else:
             chaos.step()
         steps += 1
         time.sleep(rng.uniform(0.1, 0.5))
     chaos.calm()
-    tally_informer.stop()
+    calm_at = time.monotonic()
 
     def settled() -> list[dict[str, Any]] | None:
-        cluster.finish_terminating_pods(env.kube, env.namespace)
         live = _live_pods(env.kube, env.namespace)
         wanted = sum(chaos.replicas.values())
         return live if live and all(p["spec"].get("nodeName") for p in live) and len(live) >= wanted else None
 
     live = cluster.wait_for(settled, timeout=SETTLE, interval=1.0, what="every live pod bound")
+    settle_seconds = time.monotonic() - calm_at
+    tally_informer.stop()
     # The cache catches up with the last watch events.
     cluster.wait_for(lambda: app.cache.counts()["assumed_pods"] == 0, timeout=30, what="no assumed pods")
     gc.collect()
@@ -397,29 +486,17 @@ def test_chaos_with_controllers_nodes_and_faults(env: Env, proxied: Callable[[],
     assert cache_matches() == []
 
     growth = rss_after - rss_before
-    faults = sum(
-        v
-        for k, v in chaos.counts.items()
-        if k
-        in {
-            "429 on binds",
-            "5xx on binds",
-            "dropped binds",
-            "answer lost after bind",
-            "5xx on lists",
-            "watches dropped",
-            "silent watch",
-            "watch 410",
-            "etcd compactions",
-            "apiserver restarts",
-        }
-    )
+    evicted = _evicted(env)
     print(
-        f"\nchaos seed={SEED} duration={DURATION:.0f}s steps={steps} faults={faults} "
-        f"pods created={len(tally.created)} deleted={len(tally.deleted)} (by controllers and the test) "
-        f"live at the end={len(live)} bound over the run={len(ok)} (bind answers lost: {len(transport_lost)}) "
+        f"\nchaos seed={SEED} duration={DURATION:.0f}s steps={steps} faults={_faults(chaos.counts)} "
+        f"pods created={len(tally.created)} deleted={len(tally.deleted)} (by controllers, the test and evictions) "
+        f"evicted={len(evicted)} live at the end={len(live)} bound over the run={len(ok)} "
+        f"(bind answers lost: {len(transport_lost)}) settled in {settle_seconds:.1f}s "
         f"rss {rss_before:.1f} -> {rss_after:.1f} MiB (+{growth:.1f})\n  "
         + ", ".join(f"{k}: {v}" for k, v in sorted(chaos.counts.items()))
     )
+    # The forced failure evicted pods (taint-based eviction), and each one is gone.
+    assert evicted, "no pod was evicted from a failed node"
+    assert evicted <= tally.deleted_names, evicted - tally.deleted_names
     assert chaos.restarted
     assert growth < RSS_BUDGET_MIB, f"RSS grew {growth:.1f} MiB"

@@ -52,7 +52,6 @@ def _wait_all_bound(
     kube: KubeClient, namespace: str, app: str, count: int, timeout: float = 60
 ) -> list[dict[str, Any]]:
     def done() -> list[dict[str, Any]] | None:
-        cluster.finish_terminating_pods(kube, namespace)  # the kubelet's part of a scale-down
         live = _live(kube, namespace, app)
         return live if len(live) == count and all(p["spec"].get("nodeName") for p in live) else None
 
@@ -120,8 +119,8 @@ def test_statefulset_and_indexed_job_pods_are_bound(env: Env) -> None:
 
 
 def test_namespace_deletion_removes_bound_pods(env: Env) -> None:
-    """The namespace controller deletes a namespace's pods; the bound ones finish terminating once
-    the kubelet's part is played, and the namespace goes."""
+    """The namespace controller deletes a namespace's pods; kwok finishes the bound ones' graceful
+    deletes (nothing else does: ``finish_pods=False``), and the namespace goes."""
     env.nodes(make_node("nsdel").capacity(cpu="4", memory="8Gi", pods="20"))
     env.start_scheduler()
     ns = f"t-nsdel-{uuid.uuid4().hex[:8]}"

@@ -33,7 +33,6 @@ import pytest
 
 from custom_scheduler import config
 from custom_scheduler.devenv import cluster, kwok
-from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.framework import fragmentation
 from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient
 from custom_scheduler.plugins.builtin import full_registry
@@ -71,13 +70,6 @@ profiles:
   - name: AcceleratorIsolation
     args: {resources: [GPU]}
 """
-
-
-@pytest.fixture(scope="module")
-def kwok_proc(control_plane: ControlPlane) -> Iterator[kwok.Kwok]:
-    k = kwok.Kwok.for_control_plane(control_plane, node_lease_duration_seconds=12).start()
-    yield k
-    k.stop()
 
 
 @pytest.fixture

@@ -75,14 +75,13 @@ def test_gpus_from_templates_each_claim_gets_a_distinct_device_on_its_node(env: 
     msgs = cluster.wait_for(lambda: env.failed_scheduling(pending), what="FailedScheduling of the fifth")
     assert any("cannot allocate all claims" in m for m in msgs), msgs
 
-    # Free one device: delete a bound pod. With no kubelet it stays Terminating until the test plays
-    # the kubelet's part; then its claim (owned by the pod) is deleted, which frees its device.
+    # Free one device: delete a bound pod. kwok finishes the graceful delete; then its claim (owned
+    # by the pod) is deleted, which frees its device.
     victim = next(p for p, n in placed.items() if n)
     victim_claim, victim_device, _ = allocs[victim]
     env.kube.delete(pod_path(env.namespace, victim))
 
     def victim_gone() -> bool:
-        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part, not a condition
         return victim not in env.placements()
 
     cluster.wait_for(victim_gone, timeout=30, what="victim gone")

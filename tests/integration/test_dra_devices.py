@@ -117,8 +117,7 @@ def test_partitions_never_exceed_the_gpu_counters_even_in_a_burst(env: Env, devi
     victim = sorted(placed)[0]
     env.kube.delete(pod_path(env.namespace, victim))
 
-    def victim_gone() -> bool:
-        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part
+    def victim_gone() -> bool:  # kwok finishes the graceful delete
         return victim not in allocated(devices)
 
     cluster.wait_for(victim_gone, timeout=60, what="the victim's claim deallocated")

@@ -267,7 +267,10 @@ def daemon_pods(env: Env) -> Iterator[Callable[..., str]]:
     Deployment's, bound to a node of the test (its status written as a kubelet would); with
     ``leader``, the Lease kube-system/custom-scheduler held by it. All removed afterwards."""
     made: list[str] = []
-    node = env.node(make_node("daemon-host").capacity(cpu="1", memory="1Gi", pods="10").taint("control", "plane"))
+    # A Node no kubelet runs: kwok would write its own pod IPs over the ones the test sets.
+    node = f"daemon-host-{env.namespace}"
+    host = make_node(node).capacity(cpu="1", memory="1Gi", pods="10").taint("control", "plane")
+    cluster.create_ready_node(env.kube, host.obj())
     lease_path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{ec.DAEMON_LEASE}"
 
     def make(name: str, port: int, pod_ip: str, *, leader: bool = False) -> str:
@@ -301,6 +304,7 @@ def daemon_pods(env: Env) -> Iterator[Callable[..., str]]:
         env.kube.delete(f"/api/v1/namespaces/kube-system/pods/{name}", {"gracePeriodSeconds": 0})
     with contextlib.suppress(api_errors.NotFound):
         env.kube.delete(lease_path)
+    cluster.delete_nodes(env.kube, [node])
 
 
 def test_explain_finds_the_leaders_configz_by_itself(

@@ -224,8 +224,7 @@ def test_preempt_drops_the_node_preemption_would_have_chosen(
     env.start_scheduler(with_extenders({"urlPrefix": ext.url, "preemptVerb": "preempt", "nodeCacheCapable": True}))
     env.create_pod(with_class(make_pod("preemptor").req(cpu="1"), high))
 
-    def finish_until_bound() -> bool:
-        cluster.finish_terminating_pods(env.kube, env.namespace)
+    def finish_until_bound() -> bool:  # kwok finishes the victim's graceful delete
         return env.node_of("preemptor") == b
 
     cluster.wait_for(finish_until_bound, timeout=45, interval=0.3, what="preemptor bound to b")

@@ -10,6 +10,9 @@ every GPU the moment it frees. With GangScheduling's reservation threshold at 5 
   when its declared end comes before the gang's expected start (backfill);
 - the gang starts within about one stream-pod runtime after the threshold;
 - then the reservation ends (the gauge back to 0).
+
+And with ``activeDeadlineSeconds`` as the only declaration: a pod whose deadline ends before the
+gang's expected start backfills into the reserved room, one whose deadline is too long does not.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import pytest
 
 from custom_scheduler.api import podgroup as gang
 from custom_scheduler.devenv import cluster, kwok
-from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.framework.reservations import RUNTIME_ANNOTATION, Reservation
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.server.metrics import Metrics
@@ -38,13 +40,6 @@ THRESHOLD = 5.0
 CONFIG = GANG_CONFIG + (
     f"  pluginConfig:\n  - name: GangScheduling\n    args: {{reservation: {{threshold: {THRESHOLD:.0f}s}}}}\n"
 )
-
-
-@pytest.fixture(scope="module")
-def kwok_proc(control_plane: ControlPlane) -> Iterator[kwok.Kwok]:
-    k = kwok.Kwok.for_control_plane(control_plane).start()
-    yield k
-    k.stop()
 
 
 @pytest.fixture
@@ -205,3 +200,50 @@ def test_a_starving_gang_reserves_and_starts_within_a_runtime_after_the_threshol
     assert any(p["spec"].get("nodeName") in other and _between(p, r.created - 1, started + 1) for p in pods.values())
     cluster.wait_for(lambda: gauge() == 0.0, timeout=10, what="the gauge back to 0")
     assert app.gangs.reservations.empty()
+
+
+def _gpu_pod(name: str, pool: str, **spec: Any) -> dict[str, Any]:
+    """A 1-GPU pod pinned to ``pool``'s nodes, with ``spec``'s extra fields."""
+    obj = make_pod(name).req_named({GPU: "1"}).node_selector(pool=pool).obj()
+    obj["spec"].update(spec)
+    return obj
+
+
+def test_active_deadline_alone_declares_the_runtime_for_backfill(env: Env, kwok_proc: kwok.Kwok) -> None:
+    """One kwok node of 8 GPUs, half busy with pods that declare 40 s (and never end); a gang member
+    needing all 8 reserves the node after the threshold, expecting to start when they end. Into
+    the 4 free but reserved GPUs: a pod declaring only ``activeDeadlineSeconds: 10`` backfills (it
+    is gone before the gang's expected start); one declaring ``activeDeadlineSeconds: 600`` does
+    not, and its reason says how a pod may backfill."""
+    pool = f"ads-{uuid.uuid4().hex[:6]}"
+    node = f"{pool}-0"
+    b = make_node(node).capacity_named({GPU: "8", "cpu": "64", "memory": "256Gi", "pods": "110"})
+    kwok.create_node(env.kube, b.label("pool", pool).obj())
+    try:
+        app = env.start_scheduler(CONFIG)
+        for i in range(4):
+            busy = _gpu_pod(f"busy-{i}", pool)
+            busy["metadata"]["annotations"] = {RUNTIME_ANNOTATION: "40s"}
+            env.create_pod(busy)
+        env.wait_bound(*(f"busy-{i}" for i in range(4)), timeout=30)
+        env.kube.post(
+            f"/apis/{gang.NATIVE_GROUP_VERSION}/namespaces/{env.namespace}/podgroups",
+            make_pod_group("g", env.namespace, min_count=1).obj(),
+        )
+        env.create_pod(make_pod("g-0").req_named({GPU: "8"}).node_selector(pool=pool).scheduling_group("g").obj())
+        key = f"{gang.NATIVE}:{env.namespace}/g"
+        r: Reservation = cluster.wait_for(
+            lambda: app.gangs.reservations.get(key), timeout=30, interval=0.05, what="the gang's reservation"
+        )
+        assert set(r.amounts) == {node}
+        assert r.expected_start - time.time() > 15, "the gang expects to start when the 40 s pods end"
+
+        env.create_pod(_gpu_pod("too-long", pool, activeDeadlineSeconds=600))
+        env.create_pod(_gpu_pod("fits", pool, activeDeadlineSeconds=10))
+        assert env.wait_bound("fits", timeout=30)["fits"] == node
+        msgs = cluster.wait_for(lambda: env.failed_scheduling("too-long"), timeout=30, what="too-long rejected")
+        assert any("reserved for pod group" in m and "activeDeadlineSeconds" in m for m in msgs), msgs
+        assert not env.placements()["too-long"]
+        assert app.gangs.reservations.get(key) is r, "the reservation still held when too-long was refused"
+    finally:
+        kwok.delete_node(env.kube, node)

@@ -187,8 +187,7 @@ def test_a_high_priority_gang_preempts_whole_gangs_inside_one_rack(
         obj["spec"]["priorityClassName"] = high
         env.create_pod(obj)
 
-    def high_bound() -> dict[str, str] | None:
-        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part for the victims
+    def high_bound() -> dict[str, str] | None:  # kwok finishes the victims' graceful deletes
         return all_bound(env, "h-", 2)
 
     placed = cluster.wait_for(high_bound, timeout=60, what="the high gang bound")

@@ -240,8 +240,7 @@ def test_a_high_priority_gang_preempts_a_low_gang_by_its_disruption_mode(
         obj["spec"]["priorityClassName"] = "gang-high"
         env.create_pod(obj)
 
-    def high_bound() -> bool:
-        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part for the victims
+    def high_bound() -> bool:  # kwok finishes the victims' graceful deletes
         b = bound(env, "high-")
         return len(b) == 3 and all(b.values())
 

@@ -38,13 +38,6 @@ GPU = "nvidia.com/gpu"
 
 
 @pytest.fixture(scope="module")
-def kwok_proc(control_plane: ControlPlane) -> Iterator[kwok.Kwok]:
-    k = kwok.Kwok.for_control_plane(control_plane).start()
-    yield k
-    k.stop()
-
-
-@pytest.fixture(scope="module")
 def kueue_proc(control_plane: ControlPlane, kube: KubeClient) -> Iterator[kq.Kueue]:
     """The Kueue manager for this module, when hack/kueue.sh has built it."""
     bin_dir = kq.cached_kueue()
@@ -301,6 +294,11 @@ def test_job_with_a_pod_group_is_admitted_by_kueue_and_placed_all_or_nothing(wor
         return bound if len(bound) == 3 else None
 
     bound = cluster.wait_for(all_bound, timeout=60, interval=0.2, what="the whole gang bound")
-    assert all(_scheduled_by_us(env, p["metadata"]["name"]) for p in bound)
+    # The Scheduled events are written after the bindings, asynchronously: wait for them.
+    cluster.wait_for(
+        lambda: all(_scheduled_by_us(env, p["metadata"]["name"]) for p in bound),
+        timeout=15,
+        what="a Scheduled event from custom-scheduler for each member",
+    )
     # Three 1-CPU pods on two 2-CPU nodes: both nodes hold some of the gang.
     assert {p["spec"]["nodeName"] for p in bound} == {g1, g2}

@@ -1,12 +1,11 @@
 """A living cluster: kwok (sigs.k8s.io/kwok, :mod:`custom_scheduler.devenv.kwok`) plays the kubelet
 of marked Nodes on the session's real control plane, and our scheduler places pods there.
 
-Elsewhere the tests play the kubelet by hand (a node marked Ready once, graceful deletes finished
-with grace 0). Here nothing is played by hand but the node-lifecycle controller's lifting of the
-not-ready taint (that controller is off on the shared control plane): the Nodes heartbeat, the pods
-our scheduler binds run, a Job's pod finishes and frees its room, a graceful delete finishes, and a
-Node goes NotReady when asked. kwok runs once for the module; each test makes its own Nodes (a
-unique name and label, so its pods land only there) and deletes them afterwards.
+The session runs one kwok (``kwok_proc``, tests/conftest.py) and the node-lifecycle controller, so
+nothing is played by hand: the Nodes heartbeat, the pods our scheduler binds run, a Job's pod
+finishes and frees its room, a graceful delete finishes, a Node goes NotReady when asked, the
+controller taints it and evicts the pods that do not tolerate that. Each test makes its own Nodes
+(a unique name and label, so its pods land only there) and deletes them afterwards.
 """
 
 from __future__ import annotations
@@ -19,22 +18,10 @@ from typing import Any
 import pytest
 
 from custom_scheduler.devenv import cluster, kwok
-from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, node_path, pod_path
 from tests.builders import make_node, make_pod
 from tests.integration.env import Env
-
-#: Short leases (renewed every 3 s) so a renewal is seen within a test's deadline; kubelet's is 40 s.
-LEASE_SECONDS = 12
-
-
-@pytest.fixture(scope="module")
-def kwok_proc(control_plane: ControlPlane) -> Iterator[kwok.Kwok]:
-    """kwok against the session's control plane, for this module; built first if not cached."""
-    k = kwok.Kwok.for_control_plane(control_plane, node_lease_duration_seconds=LEASE_SECONDS).start()
-    yield k
-    k.stop()
 
 
 @pytest.fixture
@@ -85,8 +72,16 @@ def _running_and_ready(pod: dict[str, Any]) -> bool:
 def test_kwok_node_becomes_ready_and_renews_its_lease_and_leaves_hand_made_nodes_alone(
     env: Env, kwok_proc: kwok.Kwok, kwok_node: Callable[..., str]
 ) -> None:
-    hand_made = env.node(make_node("by-hand"))
-    name = kwok_node()
+    hand_made = f"by-hand-{uuid.uuid4().hex[:6]}"
+    cluster.create_ready_node(env.kube, make_node(hand_made).obj())
+    try:
+        _ready_and_heartbeating(env, kwok_proc, kwok_node(), hand_made)
+    finally:
+        kwok.delete_node(env.kube, hand_made)
+
+
+def _ready_and_heartbeating(env: Env, kwok_proc: kwok.Kwok, name: str, hand_made: str) -> None:
+    lease_seconds = kwok_proc.node_lease_duration_seconds
     node = env.kube.get(node_path(name))
     assert kwok.ready_status(node) == "True"
     # kwok's node-initialize stage wrote these, not us.
@@ -96,11 +91,11 @@ def test_kwok_node_becomes_ready_and_renews_its_lease_and_leaves_hand_made_nodes
     assert not any(t["key"] == kwok.NOT_READY_TAINT for t in node["spec"].get("taints") or [])
 
     first = cluster.wait_for(lambda: kwok.node_lease(env.kube, name), timeout=15, what=f"the Lease of {name}")
-    assert first["spec"]["leaseDurationSeconds"] == LEASE_SECONDS
+    assert first["spec"]["leaseDurationSeconds"] == lease_seconds
     assert first["metadata"]["ownerReferences"][0]["name"] == name
     renewed = cluster.wait_for(
         lambda: (lease := kwok.node_lease(env.kube, name)) and lease["spec"]["renewTime"] > first["spec"]["renewTime"],
-        timeout=3 * LEASE_SECONDS,
+        timeout=3 * lease_seconds,
         what=f"the Lease of {name} to be renewed",
     )
     assert renewed
@@ -213,7 +208,7 @@ def test_graceful_deletion_of_a_running_pod_finishes(env: Env, kwok_node: Callab
 
 
 def test_node_made_not_ready_on_demand_reports_ready_false_then_recovers(
-    env: Env, kwok_node: Callable[..., str]
+    env: Env, kwok_proc: kwok.Kwok, kwok_node: Callable[..., str]
 ) -> None:
     name = kwok_node()
     kwok.make_not_ready(env.kube, name)
@@ -225,10 +220,51 @@ def test_node_made_not_ready_on_demand_reports_ready_false_then_recovers(
     assert before is not None
     cluster.wait_for(
         lambda: (lease := kwok.node_lease(env.kube, name)) and lease["spec"]["renewTime"] > before["spec"]["renewTime"],
-        timeout=3 * LEASE_SECONDS,
+        timeout=3 * kwok_proc.node_lease_duration_seconds,
         what=f"the Lease of NotReady {name} to be renewed",
     )
     assert kwok.ready_status(env.kube.get(node_path(name))) == "False"
 
     kwok.make_ready(env.kube, name)
     kwok.wait_ready_status(env.kube, name, "True", timeout=30)
+
+
+def _taints(env: Env, name: str) -> set[tuple[str, str]]:
+    return {(t["key"], t["effect"]) for t in env.kube.get(node_path(name))["spec"].get("taints") or []}
+
+
+def test_node_lifecycle_controller_taints_a_not_ready_node_and_evicts_what_does_not_tolerate_it(
+    env: Env, kwok_node: Callable[..., str]
+) -> None:
+    name = kwok_node()
+    # A Ready node beside it: when every Node is NotReady, the controller blames itself (its
+    # "master disruption" mode) and taints nothing NoExecute, so nothing would be evicted.
+    kwok_node("healthy")
+    env.start_scheduler()
+    # "brief" tolerates a NotReady node for 1 s; "patient" gets the API server's default (300 s).
+    brief = make_pod("brief").node_selector(pool=name).obj()
+    brief["spec"]["tolerations"] = [
+        {"key": kwok.NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 1}
+    ]
+    env.create_pod(brief)
+    env.create_pod(make_pod("patient").node_selector(pool=name).obj())
+    env.wait_bound("brief", "patient")
+
+    kwok.make_not_ready(env.kube, name)
+    want = {(kwok.NOT_READY_TAINT, "NoSchedule"), (kwok.NOT_READY_TAINT, "NoExecute")}
+    cluster.wait_for(lambda: _taints(env, name) >= want, timeout=30, what=f"{name} tainted not-ready")
+
+    def brief_gone() -> bool:
+        return "brief" not in env.pods()
+
+    # Taint-based eviction deleted it (a graceful delete that kwok finished).
+    cluster.wait_for(brief_gone, timeout=30, interval=0.2, what="the intolerant pod evicted")
+    assert env.node_of("patient") == name
+    # The NoSchedule taint keeps new pods off it meanwhile.
+    env.create_pod(make_pod("late").node_selector(pool=name).obj())
+    notes = env.wait_failed_scheduling("late")
+    assert any("1 node(s) had untolerated taint" in n for n in notes), notes
+
+    kwok.make_ready(env.kube, name)
+    cluster.wait_for(lambda: not _taints(env, name) & want, timeout=30, what=f"{name} untainted")
+    assert env.wait_bound("late")["late"] == name

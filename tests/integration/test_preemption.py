@@ -3,19 +3,24 @@ nominated and then bound; PodDisruptionBudgets steer the choice; ``preemptionPol
 
 The API server's Priority admission plugin fills ``spec.priority`` from ``priorityClassName`` (and
 rejects pods that set a priority without a class), so every test creates its own PriorityClasses.
-There is no kubelet: gracefully deleted victims stay Terminating until the test finishes them with
-:func:`cluster.finish_terminating_pods`, as a kubelet would once the containers stopped.
+The session's kwok is the Nodes' kubelet: it finishes the victims' graceful deletes at once, as a
+kubelet does once the containers stopped. To look at the victims while they are Terminating (marked,
+nominated preemptor not yet bound), a test holds them with a finalizer of its own (:data:`HOLD`)
+and lets them go with ``release``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from custom_scheduler.devenv import cluster
+from custom_scheduler.kube import api_errors
+from custom_scheduler.kube.client import MERGE_PATCH_CT, pod_path
 from tests.builders import make_node, make_pod
 from tests.integration.env import Env, with_class
 
@@ -29,17 +34,45 @@ def condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in pod.get("status", {}).get("conditions") or () if c["type"] == type_), None)
 
 
-def finish_victims_until_bound(env: Env, name: str, node: str) -> None:
-    """Emulate kubelet (finish Terminating pods) until ``name`` is bound to ``node``."""
+#: A finalizer that keeps a deleted pod Terminating until the test removes it (see ``release``).
+HOLD = "tests.custom-scheduler.io/hold"
+
+
+def held(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod ``obj`` with :data:`HOLD`."""
+    obj["metadata"]["finalizers"] = [HOLD]
+    return obj
+
+
+@pytest.fixture
+def release(env: Env) -> Iterator[Callable[..., None]]:
+    """``release(*names)`` drops :data:`HOLD` from those pods; after the test, from every pod left
+    (a held pod would keep the namespace from going away)."""
+
+    def drop(*names: str) -> None:
+        for name in names:
+            with contextlib.suppress(api_errors.NotFound):
+                env.kube.patch(pod_path(env.namespace, name), {"metadata": {"finalizers": None}}, MERGE_PATCH_CT)
+
+    yield drop
+    drop(*env.pods())
+
+
+def finish_victims_until_bound(
+    env: Env, release: Callable[..., None], victims: list[str], name: str, node: str
+) -> None:
+    """Release the held ``victims`` (kwok has deleted them) and wait until ``name`` is bound to ``node``."""
+    release(*victims)
 
     def check() -> bool:
-        cluster.finish_terminating_pods(env.kube, env.namespace)
         return env.node_of(name) == node
 
     cluster.wait_for(check, timeout=45, interval=0.3, what=f"{name} bound to {node} after preemption")
 
 
-def test_high_priority_pod_preempts_the_least_important_pods(env: Env, priority_class: PriorityClasses) -> None:
+def test_high_priority_pod_preempts_the_least_important_pods(
+    env: Env, priority_class: PriorityClasses, release: Callable[..., None]
+) -> None:
     """A 3-cpu node full of priority 1, 2 and 3 pods; a priority-100 pod needing 2 cpus evicts the
     priority 1 and 2 pods (DisruptionTarget, graceful delete, Preempted events), is nominated, and
     binds there once the victims are gone. The priority-3 pod is reprieved."""
@@ -47,7 +80,9 @@ def test_high_priority_pod_preempts_the_least_important_pods(env: Env, priority_
     app = env.start_scheduler()
     on_node = {"kubernetes.io/hostname": node}
     for prio in (1, 2, 3):
-        env.create_pod(with_class(make_pod(f"low-{prio}").req(cpu="1").node_selector(**on_node), priority_class(prio)))
+        env.create_pod(
+            held(with_class(make_pod(f"low-{prio}").req(cpu="1").node_selector(**on_node), priority_class(prio)))
+        )
     env.wait_bound("low-1", "low-2", "low-3")
 
     vip = env.create_pod(with_class(make_pod("vip").req(cpu="2").node_selector(**on_node), priority_class(100)))
@@ -92,14 +127,14 @@ def test_high_priority_pod_preempts_the_least_important_pods(env: Env, priority_
     )
     assert "Insufficient cpu" in failed[0]["note"]
 
-    finish_victims_until_bound(env, "vip", node)
+    finish_victims_until_bound(env, release, ["low-1", "low-2"], "vip", node)
     remaining = env.pods()
     assert sorted(remaining) == ["low-3", "vip"]
     assert remaining["low-3"]["spec"]["nodeName"] == node
     assert app.cache.check_invariants() == []
 
 
-def test_pdb_protected_node_is_avoided(env: Env, priority_class: PriorityClasses) -> None:
+def test_pdb_protected_node_is_avoided(env: Env, priority_class: PriorityClasses, release: Callable[..., None]) -> None:
     """Two full nodes: evicting the priority-1 pod would break a PDB with disruptionsAllowed 0, so
     the priority-5 pod on the other node is preempted instead, although its priority is higher."""
     group = uuid.uuid4().hex[:8]
@@ -117,8 +152,8 @@ def test_pdb_protected_node_is_avoided(env: Env, priority_class: PriorityClasses
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": f"db-{group}"}}},
         },
     )
-    # The real disruption controller publishes the budget's status: minAvailable 1 and no healthy
-    # pod to spare (no kubelet makes the db pod Ready) leave disruptionsAllowed at 0.
+    # The real disruption controller publishes the budget's status: minAvailable 1 and at most one
+    # healthy pod (kwok makes the db pod Ready) leave disruptionsAllowed at 0.
     cluster.wait_for(
         lambda: env.kube.get(f"{pdb_path}/db").get("status", {}).get("observedGeneration"),
         timeout=15,
@@ -141,8 +176,11 @@ def test_pdb_protected_node_is_avoided(env: Env, priority_class: PriorityClasses
         )
     )
     env.create_pod(
-        with_class(
-            make_pod("batch").req(cpu="1").node_selector(**{"kubernetes.io/hostname": free_name}), priority_class(5)
+        held(
+            with_class(
+                make_pod("batch").req(cpu="1").node_selector(**{"kubernetes.io/hostname": free_name}),
+                priority_class(5),
+            )
         )
     )
     env.wait_bound("db", "batch")
@@ -159,7 +197,7 @@ def test_pdb_protected_node_is_avoided(env: Env, priority_class: PriorityClasses
     assert condition(pods["batch"], "DisruptionTarget") is not None
     assert not pods["db"]["metadata"].get("deletionTimestamp")
 
-    finish_victims_until_bound(env, "vip", free_name)
+    finish_victims_until_bound(env, release, ["batch"], "vip", free_name)
     assert sorted(env.pods()) == ["db", "vip"]
 
 

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from custom_scheduler import config
-from custom_scheduler.devenv import cluster
+from custom_scheduler.devenv import cluster, kwok
 from custom_scheduler.framework import loadmetrics
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
@@ -58,9 +58,9 @@ def manifests(name: str, file: str) -> dict[str, Json]:
 
 
 @pytest.fixture
-def example_nodes(kube: KubeClient) -> Iterator[Callable[[str], dict[str, str]]]:
-    """Create the Nodes of ``examples/<name>/nodes.yaml`` (Ready, with their taints, names suffixed);
-    returns example name → actual name. Deleted afterwards."""
+def example_nodes(kube: KubeClient, kwok_proc: kwok.Kwok) -> Iterator[Callable[[str], dict[str, str]]]:
+    """Create the Nodes of ``examples/<name>/nodes.yaml`` (run by the session's kwok: Ready, with
+    their taints, names suffixed); returns example name → actual name. Deleted afterwards."""
     created: list[str] = []
     suffix = uuid.uuid4().hex[:6]
 
@@ -70,15 +70,14 @@ def example_nodes(kube: KubeClient) -> Iterator[Callable[[str], dict[str, str]]]
             actual = f"{name}-{suffix}"
             obj["metadata"]["name"] = actual
             obj["metadata"]["labels"]["kubernetes.io/hostname"] = actual
-            cluster.create_ready_node(kube, obj)
             created.append(actual)
+            kwok.create_node(kube, obj)
             names[name] = actual
         return names
 
     yield make
     for name in created:
-        with contextlib.suppress(api_errors.KubeError):
-            kube.delete(f"/api/v1/nodes/{name}")
+        kwok.delete_node(kube, name)
 
 
 @pytest.fixture
@@ -398,8 +397,7 @@ def test_online_pod_preempts_batch_pods(
     online = env.create_pod(pods["online-checkout"])
     assert online["spec"]["priority"] == 100000
 
-    def check() -> bool:
-        cluster.finish_terminating_pods(env.kube, env.namespace)  # the kubelet's part
+    def check() -> bool:  # kwok finishes the victims' graceful deletes
         return env.placements().get("online-checkout") == node
 
     cluster.wait_for(check, timeout=45, interval=0.3, what="online pod bound after preemption")

@@ -296,7 +296,9 @@ def test_a_pod_asking_for_gpus_gets_a_claim_created_allocated_and_mapped() -> No
     one, s3 = ext_pod("r", gpus=1), CycleState()
     assert pl.pre_filter(s3, one, [n1, n2]).is_success
     assert pl.filter(s3, one, n1).is_success
-    assert [r.device for r in s3.read(plugin.STATE_KEY).by_node["n1"][0].results] == ["gpu-2"]
+    got = s3.read(plugin.STATE_KEY).allocations("n1")
+    assert got is not None
+    assert [r.device for r in got[0].results] == ["gpu-2"]
 
 
 def test_a_node_offering_the_resource_itself_needs_no_claim() -> None:
