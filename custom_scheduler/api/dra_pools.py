@@ -128,8 +128,13 @@ def node_devices(
     rules: Sequence[ddev.DeviceTaintRule] = (),
 ) -> NodeDevices:
     """``GatherPools`` for one node over the slices that may reach it (``reach``; those that do not
-    are dropped), with ``pool_slices(driver, pool)`` giving every slice of a pool."""
+    are dropped), with ``pool_slices(driver, pool)`` giving every slice of a pool.
+
+    Pools in pool order, except that those with a device carrying binding conditions come after
+    all the others (upstream's order: the first-fit search then prefers devices usable at once to
+    ones that make the pod wait in PreBind)."""
     out: list[Candidate] = []
+    waiting: list[Candidate] = []
     bad: list[ddev.Pool] = []
     reaching = [s for s in reach if s.reaches(node_name, node_labels)]
     for key, slices in sorted(_newest(reaching).items()):
@@ -144,12 +149,13 @@ def node_devices(
             bad.append(pool)
             continue
         ref = pool if pool.counter_sets else None
+        into = waiting if any(d.binding_conditions for s in slices for d in s.devices) else out
         for s in sorted(slices, key=lambda s: s.name):
             for d in s.devices:
                 if s.device_reaches(d, node_name, node_labels):
                     dev = patch_taints(d, s.driver, s.pool, rules) if rules else d
-                    out.append(Candidate((s.driver, s.pool, d.name), dev, s, ref))
-    return NodeDevices(out, bad)
+                    into.append(Candidate((s.driver, s.pool, d.name), dev, s, ref))
+    return NodeDevices(out + waiting, bad)
 
 
 class AllocatedState(frozenset[tuple[str, str, str]]):
