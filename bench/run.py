@@ -37,6 +37,12 @@ bound (:func:`bench.workloads.gang_report`).
 Latency is bound-seen minus create-returned, both on this process's clock: ``creationTimestamp``
 has one-second resolution. Everything waits with a deadline; a scheduler that does not bind
 every pod is reported as "bound X/M", never waited on forever.
+
+``--kwok`` (off by default; ``--kwok-lease SECONDS``, 40 as kubelet's): one kwok beside the control
+plane is the kubelet of every round's Nodes: they heartbeat through their Leases and bound pods go
+Running, as in a living cluster. Step 1 then creates the Nodes for kwok and waits until it reports
+them all Ready (the not-ready taint lifted), timed as node set-up, before any scheduler starts; each
+round also reports kwok's CPU and the API server's Lease writes/s (bench/kwok_nodes.py).
 """
 
 from __future__ import annotations
@@ -65,8 +71,8 @@ from typing import Any
 
 import orjson
 
-from bench import topology, workloads
-from custom_scheduler.devenv import cluster
+from bench import kwok_nodes, topology, workloads
+from custom_scheduler.devenv import cluster, kwok
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
@@ -77,6 +83,8 @@ SCHEDULER_NAMES = {"custom": "custom-scheduler", "kube": "kube-bench"}
 CANARY = "canary"
 BENCH_BINARIES = "etcd kube-apiserver kube-controller-manager kube-scheduler"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: kubelet's (and kwok's) default lease duration; ``--kwok-lease``'s default.
+KWOK_LEASE_S = kwok.DEFAULT_LEASE_SECONDS
 
 #: kube-scheduler 1.37's default profile has plugins ours does not run on these workloads: the volume
 #: plugins and DynamicResources (their pods have no volumes or claims, so the plugins only add work).
@@ -130,8 +138,8 @@ class CpuWindow:
     """CPU seconds of the scheduler, kube-apiserver, etcd, this harness and everything else over a
     window: "other" shows how noisy the machine was (other jobs compete for the same cores)."""
 
-    def __init__(self, cp: ControlPlane, scheduler_pid: int | None) -> None:
-        self.pids = {"apiserver": cp._procs["kube-apiserver"].pid, "etcd": cp._procs["etcd"].pid}
+    def __init__(self, cp: ControlPlane, scheduler_pid: int | None, extra: dict[str, int] | None = None) -> None:
+        self.pids = {"apiserver": cp._procs["kube-apiserver"].pid, "etcd": cp._procs["etcd"].pid, **(extra or {})}
         if scheduler_pid is not None:
             self.pids["scheduler"] = scheduler_pid
         self.start = self._sample()
@@ -276,6 +284,8 @@ class Options:
     kube_scheduler: str = ""  # the upstream binary; found through hack/testenv.sh when empty
     gangs: str = ""  # the gangs workload's mix, "100x8,10x100"; empty: scaled from --pods
     gang_partial_limit_s: float = 10.0  # a gang partially bound longer than this is a violation
+    kwok: bool = False  # the Nodes are kwok's: they heartbeat, bound pods go Running (bench/kwok_nodes.py)
+    kwok_lease: int = KWOK_LEASE_S  # kwok's --node-lease-duration-seconds (renewed every 1/4)
 
     @property
     def deadline_s(self) -> float:
@@ -720,6 +730,12 @@ def _gang_probe(
     }
 
 
+def _kwok_pids(kwok_proc: kwok.Kwok | None) -> dict[str, int]:
+    """kwok's entry for :class:`CpuWindow` (its own column, out of "other"), when it runs."""
+    pid = kwok_proc.pid if kwok_proc is not None else None
+    return {"kwok": pid} if pid is not None else {}
+
+
 def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
     for pc in wl.priority_classes:
         with contextlib.suppress(api_errors.Conflict):
@@ -727,7 +743,13 @@ def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
 
 
 def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (start, create, wait, measure, stop); split, its clock reads would scatter over helpers
-    which: str, cp: ControlPlane, kube: KubeClient, opts: Options, workdir: Path, log: Callable[[str], None]
+    which: str,
+    cp: ControlPlane,
+    kube: KubeClient,
+    opts: Options,
+    workdir: Path,
+    log: Callable[[str], None],
+    kwok_proc: kwok.Kwok | None = None,
 ) -> dict[str, Any]:
     run_id = f"{which}-{uuid.uuid4().hex[:6]}"
     namespace = f"bench-{run_id}"
@@ -743,12 +765,26 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     res: dict[str, Any] = {"scheduler": which, "scheduler_name": scheduler_name, "namespace": namespace}
     res.update(workload=wl.name, init_pods=len(init), gated_pods=len(gated))
     churner: Churner | None = None
+    leases: kwok_nodes.LeaseRate | None = None
 
     cluster.create_namespace(kube, namespace)
     t0 = time.monotonic()
-    _create_nodes(kube, wl.nodes, opts.create_workers)
-    res["node_create_s"] = time.monotonic() - t0
-    log(f"[{which}] {len(wl.nodes)} nodes ready in {res['node_create_s']:.1f}s")
+    if kwok_proc is not None:
+        res["kwok"] = kwok_nodes.set_up(kube, wl.nodes, run_id, opts.create_workers, log)
+        res["kwok"]["lease_s"] = opts.kwok_lease
+        res["kwok"]["lease_writes_expected_per_s"] = len(wl.nodes) * 4 / opts.kwok_lease
+        # From here to the last bind, not only the burst: kwok renews the Leases of Nodes created
+        # together at the same moment, so a window of a few seconds can miss a whole wave.
+        leases = kwok_nodes.LeaseRate(kube)
+        res["node_create_s"] = res["kwok"]["node_setup_s"]
+        log(
+            f"[{which}] {len(wl.nodes)} kwok nodes created in {res['kwok']['node_create_s']:.1f}s, "
+            f"all Ready and untainted {res['node_create_s']:.1f}s after the first create"
+        )
+    else:
+        _create_nodes(kube, wl.nodes, opts.create_workers)
+        res["node_create_s"] = time.monotonic() - t0
+        log(f"[{which}] {len(wl.nodes)} nodes ready in {res['node_create_s']:.1f}s")
     is_dra = bool(wl.slices or wl.device_classes or wl.claim_templates)
     if is_dra:
         _create_dra(kube, wl, namespace)
@@ -794,7 +830,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             if opts.py_spy and which == "custom":
                 spy = PySpy(sched.pid, Path(opts.py_spy))
             t_start = sched.started
-            window = CpuWindow(cp, None)
+            window = CpuWindow(cp, None, _kwok_pids(kwok_proc))
             window.pids["scheduler"] = sched.pid
             window.start["scheduler"] = 0.0
             res["startup_s"] = math.nan
@@ -814,7 +850,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             if opts.py_spy and which == "custom":
                 spy = PySpy(sched.pid, Path(opts.py_spy))
                 time.sleep(1.0)  # let py-spy attach before the burst
-            window = CpuWindow(cp, sched.pid)
+            window = CpuWindow(cp, sched.pid, _kwok_pids(kwok_proc))
             if wl.churn is not None:
                 churner = Churner(kube, namespace, run_id, wl.churn, sorted(init_names)).start()
             t_burst = t_start = time.monotonic()
@@ -824,6 +860,8 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
 
         all_bound = watcher.wait(names, t_start + opts.deadline_s, opts.stall)
         t_end = time.monotonic()
+        if leases is not None:
+            res["kwok"]["lease_writes_per_s"] = leases.stop()
         if churner is not None:
             churner.stop()
         cpu = window.stop()
@@ -832,6 +870,8 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         res["cpu_s"] = cpu["scheduler"]
         res["apiserver_cpu_s"] = cpu["apiserver"]
         res["cpu_window_s"] = cpu
+        if kwok_proc is not None:
+            res["kwok"]["cpu_s"] = cpu.get("kwok", math.nan)
         res["loadavg_1m"] = float(Path("/proc/loadavg").read_text().split()[0])
         res["peak_rss_mb"] = proc_status_kb(sched.pid, "VmHWM") / 1024
         res["alive_at_end"] = sched.alive()
@@ -874,6 +914,8 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         watch_restarts=watcher.restarts,
         latencies_s=[round(x, 4) for x in lat],
     )
+    if kwok_proc is not None:  # after the measurement: kwok did run every pod that was bound
+        res["kwok"]["running_after_s"] = kwok_nodes.wait_running(kube, namespace, n_bound, 60.0 + n_bound / 50)
     final = [p for p in cluster.list_pods(kube, namespace) if p["metadata"]["name"] != CANARY]
     claims = _list_claims(kube, namespace) if is_dra else None
     pending: dict[str, list[str]] | None = None
@@ -890,6 +932,8 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
                 {"metadata": {"name": n}, "spec": {"nodeName": node}} for n, (_, node) in watcher.bound.items()
             ]
     res["placement"] = workloads.placement(wl.nodes, final, claims, wl.slices)
+    if kwok_proc is not None:
+        res["kwok"]["running_at_end"] = kwok_nodes.running(final)  # every pod of the round but the canary
     if wl.pod_groups:
         with watcher.cond:
             bind_times = {n: watcher.bound[n][0] for n in names if n in watcher.bound}
@@ -980,6 +1024,22 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
 ]
 
 
+#: ``--kwok`` rounds' rows, shown (and given ratios and medians) only where a round has them.
+KWOK_METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("kwok.node_setup_s", "node set-up: created, kwok Ready, untainted (s)", "{:.1f}", None),
+    ("kwok.cpu_s", "kwok CPU during run (s)", "{:.2f}", None),
+    ("kwok.lease_writes_per_s", "Lease writes/s, node set-up → last bind", "{:.1f}", None),
+    ("kwok.running_at_end", "pods Running after the run (kwok)", "{:.0f}", None),
+    ("kwok.running_after_s", "after the run → all bound pods Running (s)", "{:.1f}", None),
+]
+
+
+def _metrics(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, bool | None]]:
+    """METRICS, plus KWOK_METRICS when a round ran on kwok's Nodes (so a run without ``--kwok``
+    reports exactly what it did before the flag existed)."""
+    return METRICS + KWOK_METRICS if any("kwok" in r for r in results.values()) else METRICS
+
+
 def _get(res: dict[str, Any], key: str) -> Any:
     cur: Any = res
     for part in key.split("."):
@@ -993,7 +1053,7 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     if "custom" not in results or "kube" not in results:
         return out
-    for key, _, _, _ in METRICS:
+    for key, _, _, _ in _metrics(results):
         a, b = _get(results["custom"], key), _get(results["kube"], key)
         if not (isinstance(a, int | float) and isinstance(b, int | float)) or math.isnan(a) or math.isnan(b):
             out[key] = None
@@ -1008,7 +1068,7 @@ def render_table(results: dict[str, dict[str, Any]], opts: Options, header: str 
     rs = ratios(results)
     cols = [s for s in SCHEDULERS if s in results]
     rows: list[list[str]] = [["metric", *cols, "custom/kube" if len(cols) == 2 else "", "better"]]
-    for key, label, fmt, higher in METRICS:
+    for key, label, fmt, higher in _metrics(results):
         section = key.split(".", 1)[0]
         if section in ("gangs", "gang_probe", "topology") and not any(section in results[s] for s in cols):
             continue  # the gang rows only where there are gangs
@@ -1064,8 +1124,15 @@ def machine_info(cp: ControlPlane | None = None) -> dict[str, Any]:
     }
 
 
-def run(opts: Options, cp: ControlPlane | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the benchmark; with ``cp`` given, reuse that control plane (the smoke test does)."""
+def run(
+    opts: Options,
+    cp: ControlPlane | None = None,
+    log: Callable[[str], None] | None = None,
+    kwok_proc: kwok.Kwok | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark; with ``cp`` given, reuse that control plane (the smoke test does). With
+    ``opts.kwok``: ``kwok_proc``, or one kwok of our own against ``cp`` for the whole run (never two
+    on one control plane: they would fight over the same Nodes)."""
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     own_cp = cp is None
     if "kube" in opts.schedulers and not opts.kube_scheduler:
@@ -1077,16 +1144,24 @@ def run(opts: Options, cp: ControlPlane | None = None, log: Callable[[str], None
         cp = ControlPlane(find_binaries(need=BENCH_BINARIES)).start()
     workdir = Path(tempfile.mkdtemp(prefix="cs-bench-"))
     rounds: dict[str, list[dict[str, Any]]] = {s: [] for s in opts.schedulers}
+    own_kwok = opts.kwok and kwok_proc is None
     try:
+        if own_kwok:
+            kwok_proc = kwok.Kwok.for_control_plane(cp, node_lease_duration_seconds=opts.kwok_lease).start()
+            say(f"kwok started (lease {opts.kwok_lease}s, renewed every {opts.kwok_lease / 4:g}s)")
         kube = KubeClient.from_kubeconfig(str(cp.kubeconfig()), qps=0, burst=1, pool_maxsize=opts.create_workers + 8)
         for r in range(opts.rounds):
             for which in opts.schedulers:
                 if opts.rounds > 1:
                     say(f"-- round {r + 1}/{opts.rounds}: {which}")
-                rounds[which].append(run_one(which, cp, kube, opts, workdir, say))
+                rounds[which].append(
+                    run_one(which, cp, kube, opts, workdir, say, kwok_proc=kwok_proc if opts.kwok else None)
+                )
         kube.close()
         info = machine_info(cp)
     finally:
+        if own_kwok and kwok_proc is not None:
+            kwok_proc.stop()
         if own_cp:
             cp.stop()
         if opts.keep:
@@ -1094,8 +1169,17 @@ def run(opts: Options, cp: ControlPlane | None = None, log: Callable[[str], None
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     results = {which: aggregate(rs) for which, rs in rounds.items()}
-    config = dataclasses.asdict(opts)
+    config = _config(opts)
     return {"config": config, "machine": info, "results": results, "ratios": ratios(results)}
+
+
+def _config(opts: Options) -> dict[str, Any]:
+    """The options as the report's ``config``; the kwok fields only with ``--kwok``, so a report
+    without it is what it was before the flag existed."""
+    config = dataclasses.asdict(opts)
+    if not opts.kwok:
+        del config["kwok"], config["kwok_lease"]
+    return config
 
 
 def run_suite(
@@ -1120,7 +1204,7 @@ def run_suite(
     finally:
         if own_cp:
             cp.stop()
-    config = {**dataclasses.asdict(opts), "workload": ",".join(names)}
+    config = {**_config(opts), "workload": ",".join(names)}
     return {"config": config, "machine": info, "suite": suite, "date": time.strftime("%Y-%m-%d %H:%M %Z")}
 
 
@@ -1181,13 +1265,13 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: v for k, v in rounds[0].items() if k != "latencies_s"}
     out["placement"] = dict(rounds[0]["placement"])
     out["cpu_window_s"] = dict(rounds[0].get("cpu_window_s") or {})
-    for key in ("gangs", "gang_probe", "topology"):
+    for key in ("gangs", "gang_probe", "topology", "kwok"):
         if key in rounds[0]:
             out[key] = dict(rounds[0][key])
     if "topology" in out:  # nested sections the medians below write into: copies, not round 0's
         frag = out["topology"]["fragmentation"] = dict(out["topology"]["fragmentation"])
         frag.update(stranded=dict(frag["stranded"]), hostable=dict(frag["hostable"]))
-    for key, _, _, _ in METRICS:
+    for key, _, _, _ in _metrics({str(i): r for i, r in enumerate(rounds)}):
         values = [_get(r, key) for r in rounds]
         nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(v)]
         if not nums:
@@ -1209,6 +1293,7 @@ def header_line(report: dict[str, Any]) -> str:
     return (
         f"workload={c['workload']} nodes={c['nodes']} pods={c['pods']} order={c['order']} "
         f"{'rate=' + format(c['rate'], 'g') + '/s ' if c.get('rate') else ''}"
+        f"{'kwok(lease=' + str(c['kwok_lease']) + 's) ' if c.get('kwok') else ''}"
         f"qps/burst={c['qps']:g}/{c['burst']} kube-plugins={c['kube_plugins']} rounds={c.get('rounds', 1)} | "
         f"nproc={m['nproc']} ({m['cpu_model']}) kube-apiserver {m['kube_apiserver']} python {m['python']}"
     )
@@ -1247,6 +1332,15 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     p.add_argument(
         "--gang-partial-limit", type=float, default=10.0, help="gangs: max seconds a gang may be partly bound"
     )
+    p.add_argument(
+        "--kwok", action="store_true", help="kwok is the Nodes' kubelet: Lease heartbeats, bound pods go Running"
+    )
+    p.add_argument(
+        "--kwok-lease",
+        type=int,
+        default=kwok.DEFAULT_LEASE_SECONDS,
+        help=f"--kwok: the Nodes' lease duration, renewed every quarter (default {kwok.DEFAULT_LEASE_SECONDS})",
+    )
     p.add_argument("--custom-log-level", default="info")
     p.add_argument("--kube-verbosity", type=int, default=0)
     p.add_argument("--py-spy", default="", help="record our daemon with py-spy (raw stacks) into this file")
@@ -1283,11 +1377,15 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         rounds=max(1, a.rounds),
         gangs=a.gangs,
         gang_partial_limit_s=a.gang_partial_limit,
+        kwok=a.kwok,
+        kwok_lease=a.kwok_lease,
     )
     try:
         workloads.parse_gang_mix(a.gangs)
     except ValueError as e:
         p.error(f"--gangs: {e}")
+    if a.kwok_lease < 4:
+        p.error(f"--kwok-lease: {a.kwok_lease}s is too short (kwok renews every quarter; at least 4)")
     return opts, a.json
 
 

@@ -109,6 +109,11 @@ class Kwok:
         return cls(bin_dir or find_kwok(), control_plane.kubeconfig(), **kw)
 
     @property
+    def pid(self) -> int | None:
+        """The running process's id (the benchmark reads its CPU time); None when not started."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    @property
     def log_path(self) -> Path:
         return self.workdir / "kwok.log"
 

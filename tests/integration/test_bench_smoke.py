@@ -12,13 +12,17 @@ on a quiet machine.
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 import pytest
 
+from bench import kwok_nodes, workloads
 from bench import run as bench_run
-from bench import workloads
+from custom_scheduler.devenv import cluster, kwok
 from custom_scheduler.devenv.controlplane import ControlPlane
+from custom_scheduler.kube.client import KubeClient
+from tests.conftest import LEASE_SECONDS
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -121,6 +125,74 @@ def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:
     assert r["bound"] == 100
     assert r["pod_create_s"] >= 99 / 200 * 0.95
     assert "rate=200/s" in bench_run.header_line(report)
+
+
+def test_kwok_nodes_are_set_up_heartbeat_and_run_the_bound_pods(
+    control_plane: ControlPlane, kwok_proc: kwok.Kwok
+) -> None:
+    """``--kwok`` on the session's kwok (one kwok per control plane): the round's Nodes are created
+    for kwok, Ready and untainted before the scheduler starts (else nothing would bind: both
+    schedulers filter the not-ready taint), Leases are written during the run (20 Nodes renewing
+    every 3 s, though a run of a few seconds may fall between two waves of them), kwok's CPU is its
+    own column, and every bound pod goes Running."""
+    opts = bench_run.Options(
+        nodes=NODES,
+        pods=PODS,
+        workload="SchedulingBasic",
+        schedulers=["custom"],
+        stall=15.0,
+        kwok=True,
+        kwok_lease=LEASE_SECONDS,
+    )
+    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None, kwok_proc=kwok_proc)
+    r = report["results"]["custom"]
+    assert r["bound"] == PODS, r.get("log_tail", "")
+    assert r["placement"]["violations_total"] == 0, r["placement"]["violations"]
+    k = r["kwok"]
+    assert k["node_setup_s"] >= k["node_create_s"] > 0
+    assert r["node_create_s"] == k["node_setup_s"]
+    assert k["lease_writes_per_s"] >= 0, "read at both ends (NaN: a scrape failed); > 0 is proved below"
+    assert k["lease_writes_expected_per_s"] == NODES * 4 / LEASE_SECONDS
+    assert k["cpu_s"] >= 0
+    assert r["cpu_window_s"]["kwok"] == k["cpu_s"]
+    assert k["running_after_s"] >= 0, "every bound pod went Running within the deadline"
+    assert k["running_at_end"] == PODS + r["init_pods"], "the measured pods and the workload's init pods"
+    assert report["config"]["kwok"] is True
+    table = bench_run.render_table(report["results"], opts, bench_run.header_line(report))
+    assert "kwok CPU during run (s)" in table
+    assert f"kwok(lease={LEASE_SECONDS}s)" in table
+
+
+def test_kwok_set_up_makes_nodes_schedulable_and_their_heartbeats_are_counted(
+    control_plane: ControlPlane, kwok_proc: kwok.Kwok
+) -> None:
+    """bench/kwok_nodes.py against the real API server: after ``set_up`` every Node is Ready (kwok's
+    doing) and only the taints the workload asked for are left; then the API server's Lease-write
+    counter grows by at least one renewal per Node within two renewal intervals (the heartbeats
+    ``lease_writes_per_s`` is made of)."""
+    run_id = f"kwoksetup-{uuid.uuid4().hex[:6]}"
+    wl = workloads.build("mixed", NODES, 1, run_id)
+    kube = KubeClient.from_kubeconfig(str(control_plane.kubeconfig()), pool_maxsize=16)
+    try:
+        times = kwok_nodes.set_up(kube, wl.nodes, run_id, 8, log=lambda msg: None, timeout=60.0)
+        assert times["node_setup_s"] >= times["node_create_s"] > 0
+        want_taints = {n["metadata"]["name"]: n["spec"]["taints"] for n in wl.nodes}
+        assert any(want_taints.values()), "the mixed workload has tainted nodes: they must stay tainted"
+        got = kube.get("/api/v1/nodes", {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"})["items"]
+        assert len(got) == NODES
+        for node in got:
+            assert kwok.ready_status(node) == "True"
+            assert (node["spec"].get("taints") or []) == want_taints[node["metadata"]["name"]]
+        start = kwok_nodes.scrape_lease_writes(kube)
+        cluster.wait_for(
+            lambda: kwok_nodes.scrape_lease_writes(kube) >= start + NODES,
+            timeout=2 * LEASE_SECONDS,
+            interval=0.5,
+            what=f"{NODES} Lease renewals counted",
+        )
+    finally:
+        kube.request("DELETE", "/api/v1/nodes", query={"labelSelector": f"{workloads.RUN_LABEL}={run_id}"})
+        kube.close()
 
 
 def test_placement_checks_catch_each_violation() -> None:
