@@ -50,8 +50,10 @@ class _Handle:
             self.events.append((reason, note))
 
 
-def _gpu_pod(name: str, gpus: int, runtime: str | None = None, node: str = "") -> Pod:
+def _gpu_pod(name: str, gpus: int, runtime: str | None = None, node: str = "", deadline: int | None = None) -> Pod:
     b = make_pod(name, "ns").uid(name).req_named({GPU: str(gpus)})
+    if deadline is not None:
+        b = b.active_deadline(deadline)
     if node:
         b = b.node(node)
     pod = b.build()

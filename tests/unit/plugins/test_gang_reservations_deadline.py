@@ -11,19 +11,11 @@ from custom_scheduler.framework.reservations import NEVER, RUNTIME_ANNOTATION
 from custom_scheduler.framework.types import CycleState, NodeInfo
 from custom_scheduler.plugins import gang_reservations as gr
 from tests.builders import make_node, make_pod
-from tests.unit.plugins.test_gang_reservations import GPU, GROUP, _reserve, _setup
+from tests.unit.plugins.test_gang_reservations import GPU, GROUP, _gpu_pod, _reserve, _setup
 
 
 def _pod(name: str, *, deadline: int | None = None, runtime: str | None = None, node: str = "") -> Pod:
-    b = make_pod(name, "ns").uid(name).req_named({GPU: "1"})
-    if deadline is not None:
-        b = b.active_deadline(deadline)
-    if node:
-        b = b.node(node)
-    pod = b.build()
-    if runtime is not None:
-        pod.annotations[RUNTIME_ANNOTATION] = runtime
-    return pod
+    return _gpu_pod(name, 1, runtime, node, deadline)
 
 
 @pytest.mark.parametrize(
