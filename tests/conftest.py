@@ -51,8 +51,9 @@ def control_plane() -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def kwok_proc(control_plane: ControlPlane) -> Iterator[kwok.Kwok]:
     """kwok against the session's control plane (built first if not cached): the kubelet of every
-    Node the ``nodes`` fixture or :func:`kwok.create_node` makes."""
-    k = kwok.Kwok.for_control_plane(control_plane, node_lease_duration_seconds=LEASE_SECONDS).start()
+    Node the ``nodes`` fixture or :func:`kwok.create_node` makes. It runs with 8 workers per kind
+    (a KwokConfiguration file, ``Kwok.parallelism``), which also proves kwok takes that file."""
+    k = kwok.Kwok.for_control_plane(control_plane, node_lease_duration_seconds=LEASE_SECONDS, parallelism=8).start()
     try:
         yield k
     finally:

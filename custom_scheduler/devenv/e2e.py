@@ -15,8 +15,10 @@ What one run sets up (:func:`run_suite`), and why:
   allocatable (the specs read them; the extended resources they need they patch in themselves) and
   its own InternalIP (the hostPort specs tell nodes' addresses from 127.0.0.1); a loop copies the
   extended resources a spec patches into a node's capacity into its allocatable, as a kubelet's next
-  status update would (:func:`sync_allocatable`); kwok's pod-delete stage is split in two
-  (:data:`E2E_STAGES`) so a pod with a preStop hook stays Terminating for its grace period;
+  status update would (:func:`sync_allocatable`); graceful deletions are finished not by kwok's
+  pod-delete stage (it deletes by name, so a late delete can remove a new pod of the same name) but
+  by :class:`~custom_scheduler.devenv.pod_finisher.PodFinisher`, with the pod's UID as a
+  precondition, and a pod with a preStop hook stays Terminating for its grace period;
 - stand-in system pods on every node (:data:`STAND_IN_PODS`): the framework's node health check
   (``e2enode.WaitForTotalHealthy``) waits a minute per spec unless every untainted node runs pods
   whose names match kube-proxy, fluentd-elasticsearch and node-problem-detector;
@@ -63,6 +65,7 @@ from custom_scheduler.devenv.controlplane import (
     find_binaries,
     free_port,
 )
+from custom_scheduler.devenv.pod_finisher import PodFinisher
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import MERGE_PATCH_CT, KubeClient, node_path, pod_path
 
@@ -91,11 +94,9 @@ ZONES = ("zone-a", "zone-b")
 #: Name prefixes the framework's node health check wants running on every untainted node.
 STAND_IN_PODS = ("kube-proxy", "fluentd-elasticsearch", "node-problem-detector")
 
-#: kwok's stages for the e2e run: ours, with pod-delete split in two (kwok_stages/e2e/ says why).
-E2E_STAGES: tuple[Path, ...] = (
-    *(p for p in kwok.DEFAULT_STAGES if p.name != "pod-delete.yaml"),
-    *sorted((kwok.STAGES_DIR / "e2e").glob("*.yaml")),
-)
+#: kwok's stages for the e2e run: ours without pod-delete; :class:`PodFinisher` finishes graceful
+#: deletions instead, with the pod's UID as a precondition (pod_finisher's doc says why).
+E2E_STAGES: tuple[Path, ...] = tuple(p for p in kwok.DEFAULT_STAGES if p.name != "pod-delete.yaml")
 
 SCHEDULERS = ("kube", "custom")
 LABELS = {"kube": "kube-scheduler", "custom": "ours"}
@@ -321,6 +322,8 @@ def kwok_cluster(bin_dir: Path, kwok_dir: Path, workdir: Path) -> Iterator[Contr
             kwok.create_node(kube, obj)
             nodes.append(obj["metadata"]["name"])
         _create_stand_ins(kube, nodes)
+        finisher = PodFinisher(kube, log=log).start()
+        stack.callback(finisher.stop)
         stop = threading.Event()
         syncer = threading.Thread(target=_allocatable_loop, args=(kube, nodes, stop), name="allocatable", daemon=True)
         syncer.start()

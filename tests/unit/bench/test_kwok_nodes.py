@@ -102,14 +102,19 @@ def test_running_counts_phase_running() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "on", "lease"),
-    [([], False, 40), (["--kwok"], True, 40), (["--kwok", "--kwok-lease", "20"], True, 20)],
+    ("argv", "on", "lease", "workers"),
+    [
+        ([], False, 40, 64),
+        (["--kwok"], True, 40, 64),
+        (["--kwok", "--kwok-lease", "20", "--kwok-parallelism", "8"], True, 20, 8),
+    ],
 )
-def test_flags(argv: list[str], on: bool, lease: int) -> None:
+def test_flags(argv: list[str], on: bool, lease: int, workers: int) -> None:
     opts, _ = bench_run.parse_args(["--workload", "SchedulingBasic", *argv])
-    assert (opts.kwok, opts.kwok_lease) == (on, lease)
+    assert (opts.kwok, opts.kwok_lease, opts.kwok_parallelism) == (on, lease, workers)
     config = bench_run._config(opts)
-    assert ("kwok" in config, "kwok_lease" in config) == (on, on), "config keys only with --kwok"
+    keys = ("kwok" in config, "kwok_lease" in config, "kwok_parallelism" in config)
+    assert keys == (on, on, on), "config keys only with --kwok"
 
 
 def test_too_short_a_lease_is_refused() -> None:
