@@ -65,6 +65,9 @@ ANN_TOPOLOGY_PREFERRED = "custom-scheduler.io/topology-preferred"
 #: as aliases on the PodGroup so a Kueue-shaped job needs no second spelling.
 KUEUE_TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+#: GangScheduling's reservation for a starving gang, written on its PodGroup by the leader so that a
+#: new leader (and ``explain``) can read it (JSON; :mod:`custom_scheduler.framework.reservation_annotation`).
+ANN_RESERVATION = "custom-scheduler.io/reservation"
 #: A label key (``[prefix/]name``), as the API server validates ``TopologyConstraint.key``.
 _LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -130,6 +133,9 @@ class PodGroup:
     """Native ``spec.priority`` (set by the Priority admission plugin from ``priorityClassName``):
     the priority of the group as a preemptor and as a victim; None reads as 0, as upstream's
     ``PodGroupPriority``. The CRD has none: its pods keep their own priorities."""
+    reservation: str | None = None
+    """The raw :data:`ANN_RESERVATION` annotation (decoded, and a bad one ignored, where it is read:
+    a malformed reservation never makes the group malformed)."""
 
     @property
     def key(self) -> str:
@@ -206,8 +212,14 @@ def _common(doc: object) -> tuple[Mapping[str, Any], str, dict[str, Any]] | Grou
             "generation": gen,
             "topology_required": levels[0],
             "topology_preferred": levels[1],
+            "reservation": _reservation_annotation(meta.get("annotations")),
         },
     )
+
+
+def _reservation_annotation(annotations: object) -> str | None:
+    value = annotations.get(ANN_RESERVATION) if isinstance(annotations, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def _topology_annotations(annotations: object) -> tuple[str | None, str | None] | GroupError:

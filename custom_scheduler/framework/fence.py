@@ -62,6 +62,9 @@ class Fence:
         self._admitted = 0
         self._admitted_before_revoke = 0
         self._refused = 0
+        #: Who holds the leadership this fence stands for: the elector's Lease identity ("" without
+        #: leader election). Records the leader writes into the cluster name it.
+        self.holder = ""
 
     @property
     def held(self) -> bool:

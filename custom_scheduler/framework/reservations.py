@@ -256,6 +256,14 @@ class ReservationBook:
         self._by_group: dict[str, Reservation] = {}
         self._by_node: dict[str, list[Reservation]] = {}
         self._pending_since: dict[str, float] = {}
+        self.restored = False
+        """Whether the book was rebuilt from the PodGroups' annotations (once per process)."""
+
+    def claim_restore(self) -> bool:
+        """True for the one caller that rebuilds the book (the first, of any profile's plugin)."""
+        with self._lock:
+            first, self.restored = not self.restored, True
+            return first
 
     def empty(self) -> bool:
         """No reservation anywhere (read without the lock: Filter's fast path on every node)."""

@@ -19,6 +19,11 @@ reserve and acts on the cluster:
 - **Visible.** ``Reserved`` and ``ReservationExpired`` Events on the PodGroup, the reason text of a
   rejected node (which gang, until when), and the ``custom_scheduler_gang_reservation*`` gauges the
   daemon reads from the :class:`~custom_scheduler.framework.reservations.ReservationBook` at scrape.
+- **Durable.** Each reservation is written on its PodGroup as the ``custom-scheduler.io/reservation``
+  annotation (:mod:`custom_scheduler.framework.reservation_annotation`, sent off the scheduling
+  thread by :mod:`.gang_reservation_writes`) and removed when it ends. The first cycle of a process
+  rebuilds the book from the annotations not yet expired (:meth:`GangReservations.restore`), so a
+  new leader keeps honouring them, and offline tools (``explain``, ``simulate``) see them too.
 
 The book lives on the process's :class:`~custom_scheduler.framework.gang_store.GangStore`, so a
 configuration reload keeps the reservations in force. Timers run only in the daemon (a Handle with
@@ -27,6 +32,7 @@ an API client): offline tools neither wait nor reserve.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,10 +46,12 @@ from custom_scheduler.api.model import Pod, tolerates_all
 from custom_scheduler.api.podgroup import PodGroup
 from custom_scheduler.config.durations import format_duration, parse_duration
 from custom_scheduler.framework import gang_topology as topo
+from custom_scheduler.framework import reservation_annotation as ra
 from custom_scheduler.framework import reservations as rv
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.types import SUCCESS, NodeInfo, Status
 from custom_scheduler.plugins import args_reader
+from custom_scheduler.plugins.gang_reservation_writes import ReservationWrites
 from custom_scheduler.plugins.node_affinity import compile_required_node_affinity
 
 log = structlog.get_logger("custom_scheduler.plugins.gang_reservations")
@@ -183,6 +191,7 @@ class GangReservations:
         *,
         clock: Callable[[], float] = time.time,
         schedule: Schedule | None = None,
+        writes: ReservationWrites | None = None,
     ) -> None:
         self.args = args
         self.handle = handle
@@ -192,6 +201,7 @@ class GangReservations:
         self._topology = topology
         self._clock = clock
         self._schedule_with = schedule
+        self.writes = writes if writes is not None else ReservationWrites(handle)
         self._woken: dict[str, float] = {}
         # When the gang was last planned (a gang no domain can hold is re-planned once per
         # threshold, not at every cycle) and when its threshold alarm rings.
@@ -208,8 +218,13 @@ class GangReservations:
 
     # -- Filter -----------------------------------------------------------------------------------
     def idle(self) -> bool:
-        """Nothing for Filter to check (off, or no reservation anywhere): its fast path."""
-        return not self.args.enabled or self.book.empty()
+        """Nothing for Filter to check (off, or no reservation anywhere): its fast path. The
+        first call of the process rebuilds the book from the PodGroups' annotations."""
+        if not self.args.enabled:
+            return True
+        if not self.book.restored:
+            self.restore()
+        return self.book.empty()
 
     def filter(self, pod: Pod, ni: NodeInfo, own_group: str | None) -> Status:
         rs = self.book.on_node(ni.name)
@@ -266,12 +281,15 @@ class GangReservations:
         """Start, keep or stop ``group``'s pending clock, and reserve once it passed the threshold."""
         if not self.args.enabled:
             return
+        if not self.book.restored:
+            self.restore()
         now = self._clock()
         if result == "scheduled":
             r = self.book.forget(group)
             for d in (self._woken, self._planned, self._alarm):
                 d.pop(group, None)
             if r is not None:
+                self.writes.put(group, None)
                 self._released(r)
             return
         if result != "unschedulable":
@@ -316,12 +334,52 @@ class GangReservations:
             now + self.args.expiry,
         )
         self.book.add(r)
+        self.writes.put(group, ra.encode(r, self._holder()))
         self._announce(pg, r, now)
-        if self._schedule is not None:
-            self._schedule(self.args.expiry, self.sweep)
-            if placement.start != rv.NEVER:
-                self._schedule(placement.start - now + 0.2, lambda: self._wake(group))
+        self._timers(r, now)
         return r
+
+    def _timers(self, r: rv.Reservation, now: float) -> None:
+        """The daemon's timers for ``r``: the expiry sweep, and the gang woken at its expected start."""
+        if self._schedule is None:
+            return
+        self._schedule(r.expires - now, self.sweep)
+        if r.expected_start != rv.NEVER and r.expected_start > now:
+            group = r.group
+            self._schedule(r.expected_start - now + 0.2, lambda: self._wake(group))
+
+    def _holder(self) -> str:
+        """Who writes the annotation: the leader's Lease identity, else the host's name."""
+        return str(getattr(getattr(self.handle, "fence", None), "holder", "") or socket.gethostname())
+
+    # -- restoring (a new leader) -----------------------------------------------------------------
+    def restore(self) -> list[rv.Reservation]:
+        """Rebuild the book from the reservations written on the PodGroups, once per process (the
+        first cycle of a new leader after a failover or restart; offline tools reading a cluster or
+        a snapshot): each one not yet expired whose gang is still short of its quorum. An expired
+        or fulfilled one's annotation is removed; a value that is not a reservation (malformed, or
+        another writer's) is logged and left alone."""
+        if not self.book.claim_restore():
+            return []
+        now = self._clock()
+        out = []
+        for pg in self.gangs.groups():
+            if pg.reservation is None:
+                continue
+            group = f"{pg.api}:{pg.key}"
+            rec = ra.decode(pg.reservation)
+            if isinstance(rec, ra.Invalid):
+                log.warning("gang_reservation_annotation_ignored", group=group, why=rec.why)
+                continue
+            if rec.expires <= now or not pg.gang or len(self.gangs.placed(pg)) >= pg.min_count:
+                self.writes.put(group, None)
+                continue
+            r = rec.reservation(group)
+            self.book.add(r)
+            self._timers(r, now)
+            log.info("gang_reservation_restored", group=group, holder=rec.holder, nodes=sorted(r.amounts))
+            out.append(r)
+        return out
 
     def _domains(self, group: str, nodes: Sequence[NodeInfo]) -> list[rv.DomainNodes]:
         """The node sets the gang may use: its topology tiers' domains, else the whole cluster."""
@@ -344,6 +402,7 @@ class GangReservations:
     def _expire(self, r: rv.Reservation, now: float) -> None:
         if self.book.end(r.group) is not r:
             return  # another thread ended it first
+        self.writes.put(r.group, None)
         self.book.restart_clock(r.group, now)
         self._planned.pop(r.group, None)
         pg = self._lookup(r.group)

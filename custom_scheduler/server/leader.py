@@ -178,6 +178,7 @@ class LeaderElector:
         self.client = client
         self.config = config
         self.identity = identity or default_identity()
+        self.fence.holder = self.identity
         self.release_on_stop = release_on_stop
         self._on_leader_change = on_leader_change
         self._on_slow_path = on_slow_path

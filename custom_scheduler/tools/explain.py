@@ -51,6 +51,7 @@ import dataclasses
 import json
 import random
 import re
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInf
 from custom_scheduler.plugins import dynamic_resources, gang_scheduling
 from custom_scheduler.tools import explain_claims, explain_reasons, explain_volumes, report
 from custom_scheduler.tools.cluster_state import GroupReport
+from custom_scheduler.tools.explain_reservations import reservation_of
 from custom_scheduler.tools.snapshot import (
     ClusterState,
     ToolError,
@@ -145,14 +147,17 @@ class Gate:
 class GangNote(GroupReport):
     """The PodGroup a pod belongs to, as GangScheduling sees it. ``held`` is the barrier's
     message when it keeps the pod out of the queue; ``enabled`` whether the profile runs
-    GangScheduling at all (else the pod goes alone)."""
+    GangScheduling at all (else the pod goes alone); ``reservation`` the one written on the group
+    and ``reservation_note`` its sentence (:mod:`.explain_reservations`)."""
 
     enabled: bool
     held: str = ""
+    reservation: dict[str, Any] | None = None
+    reservation_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         detail = {"gangScheduling": self.enabled, "heldByBarrier": bool(self.held), "barrierMessage": self.held}
-        return self._report({}, detail)
+        return self._report({}, {**detail, "reservation": self.reservation})
 
 
 def gang_note(pod: Pod, fwk: Framework, gangs: GangStore, gate: Status | None) -> GangNote | None:
@@ -164,6 +169,7 @@ def gang_note(pod: Pod, fwk: Framework, gangs: GangStore, gate: Status | None) -
     pg = gangs.group_for(pod)
     members = gangs.members(pg) if pg is not None else []
     held = gate.message if gate is not None and not gate.is_success and gate.plugin == gang_scheduling.NAME else ""
+    reservation, sentence = reservation_of(pg, time.time())
     return GangNote(
         key=key,
         api=gang.group_version(api),
@@ -172,6 +178,8 @@ def gang_note(pod: Pod, fwk: Framework, gangs: GangStore, gate: Status | None) -
         placed=len(gangs.placed(pg)) if pg is not None else 0,
         enabled=fwk.pod_group is not None,
         held=held,
+        reservation=reservation,
+        reservation_note=sentence,
     )
 
 
@@ -395,6 +403,8 @@ def explain_pod(
     )
     pre = fwk.run_pre_enqueue(pod)
     ex.gang = gang_note(pod, fwk, gangs, pre)
+    if ex.gang is not None and ex.gang.reservation_note:
+        ex.notes.append(ex.gang.reservation_note)
     if not pre.is_success:
         # The daemon's queue would hold the pod back: no attempt, so no node verdicts either.
         ex.gate = Gate(pre.plugin, code_name(pre.code), pre.message)

@@ -383,11 +383,12 @@ def test_service_account_reads_dra_objects_and_writes_only_claims(
     kube.put(f"{claims}/c", claim)
 
 
-def test_service_account_reads_pod_groups_and_writes_only_their_status(
+def test_service_account_reads_pod_groups_and_writes_their_status_and_reservation(
     as_scheduler: KubeClient, kube: KubeClient, namespace: str
 ) -> None:
     """GangScheduling: get/list/watch PodGroups of both APIs (scheduling.k8s.io/v1beta1 and
-    scheduler-plugins' scheduling.x-k8s.io CRD) and patch their status; nothing else."""
+    scheduler-plugins' scheduling.x-k8s.io CRD), patch their status, and patch the PodGroup for the
+    reservation annotation (the status subresource resets metadata); no create, update or delete."""
     sa = as_scheduler
     groups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
     assert "items" in sa.get("/apis/scheduling.k8s.io/v1beta1/podgroups", {"limit": 1})
@@ -396,7 +397,8 @@ def test_service_account_reads_pod_groups_and_writes_only_their_status(
     cond = {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable", "message": "x"}
     cond["lastTransitionTime"] = "2025-01-01T00:00:00Z"
     sa.patch(f"{groups}/g/status", {"status": {"conditions": [cond]}}, content_type=STRATEGIC_PATCH_CT)
-    _forbidden(lambda: sa.patch(f"{groups}/g", {"metadata": {"labels": {"x": "y"}}}))
+    sa.patch(f"{groups}/g", {"metadata": {"annotations": {"custom-scheduler.io/reservation": "{}"}}})
+    _forbidden(lambda: sa.put(f"{groups}/g", kube.get(f"{groups}/g")))
     _forbidden(lambda: sa.delete(f"{groups}/g"))
     _forbidden(lambda: sa.post(groups, make_pod_group("h", namespace).obj()))
     for group in ("scheduling.k8s.io", "scheduling.x-k8s.io"):
@@ -404,7 +406,8 @@ def test_service_account_reads_pod_groups_and_writes_only_their_status(
             assert _can(sa, verb, "podgroups", group=group), (group, verb)
         for verb in ("patch", "update"):
             assert _can(sa, verb, "podgroups", group=group, namespace=namespace, sub="status"), (group, verb)
-        for verb in ("create", "update", "patch", "delete"):
+        assert _can(sa, "patch", "podgroups", group=group, namespace=namespace), group
+        for verb in ("create", "update", "delete"):
             assert not _can(sa, verb, "podgroups", group=group, namespace=namespace), (group, verb)
     assert not _can(sa, "list", "workloads", group="scheduling.k8s.io")
 

@@ -162,6 +162,14 @@ def test_release_revokes_the_fence() -> None:
     assert fence.report().reason == "lease released"
 
 
+def test_the_fence_names_the_lease_holder() -> None:
+    """Records the leader writes (a gang's reservation annotation) name the Lease identity."""
+    assert Fence().holder == ""
+    fence = Fence()
+    leader.LeaderElector(cast(KubeClient, FakeLeases()), CFG, "sched-a_1", fence=fence)
+    assert fence.holder == "sched-a_1"
+
+
 # -- the binder and the scheduler -------------------------------------------------------------
 
 
