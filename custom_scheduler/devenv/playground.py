@@ -137,6 +137,7 @@ def try_commands(state: Path, info: dict[str, Any]) -> str:
             f"kubectl apply -f {SAMPLE_POD}",
             "kubectl get pod custom-scheduler-sample -o wide      # NODE chosen by custom-scheduler",
             f"{cli} explain default/custom-scheduler-sample --config {state / 'scheduler-config.yaml'}",
+            f"{cli} why default/custom-scheduler-sample            # the decision record",
             f"tail -f {state / 'scheduler.log'}",
             f"hack/dev.sh down{state_flag}",
         ]

@@ -193,8 +193,8 @@ class _Replica:
         self.app.start_scheduling()
 
     def _on_started(self) -> None:
-        # The elector logged leader_acquired; this is what the daemon does with it.
-        log.info("scheduling_started", identity=self.identity)
+        # The elector logged leader_acquired (with the identity) and start_scheduling logs
+        # scheduling_started: one line each, nothing more here.
         if self.config.delay_cache_until_active:  # never block the elector thread: it must keep renewing
             threading.Thread(target=self._sync_then_schedule, daemon=True).start()
         else:

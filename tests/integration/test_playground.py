@@ -89,7 +89,7 @@ def _running_on(kube: KubeClient, namespace: str, name: str) -> str:
     return str(pod["spec"].get("nodeName") or "")
 
 
-def test_our_daemon_schedules_pods_onto_kwok_nodes_where_they_run(kube: KubeClient) -> None:
+def test_our_daemon_schedules_pods_onto_kwok_nodes_where_they_run(state: Path, kube: KubeClient) -> None:
     namespace = f"try-{uuid.uuid4().hex[:6]}"
     cluster.create_namespace(kube, namespace)
     web = make_pod("web", namespace).req(cpu="500m", memory="256Mi").obj()
@@ -111,6 +111,9 @@ def test_our_daemon_schedules_pods_onto_kwok_nodes_where_they_run(kube: KubeClie
     scheduled = {e["regarding"]["name"]: e for e in events if e.get("reason") == "Scheduled"}
     assert set(scheduled) == {"web", "train"}
     assert {e["reportingController"] for e in scheduled.values()} == {"custom-scheduler"}
+    # Its log: JSON only (the libraries' records too), leadership and the start said once each.
+    events = [json.loads(line)["event"] for line in (state / "scheduler.log").read_text().splitlines()]
+    assert events.count("leader_acquired") == events.count("scheduling_started") == 1, events
 
 
 def test_down_stops_every_recorded_process_and_removes_the_state(state: Path) -> None:

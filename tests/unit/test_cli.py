@@ -57,3 +57,30 @@ def test_check_config_prints_effective_config_of_the_example() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "apiVersion: kubescheduler.config.k8s.io/v1" in proc.stdout
     assert "NodeResourcesFit" in proc.stdout
+    # stderr: a warning per field without effect, then the one-line summary (issue #29 item 6).
+    *warnings, summary = proc.stderr.splitlines()
+    assert warnings, proc.stderr
+    assert all(w.startswith("custom-scheduler: warning: ") for w in warnings), proc.stderr
+    assert summary == (
+        "custom-scheduler: config.example.yaml: valid: 2 profile(s) (custom-scheduler, custom-scheduler-binpack), "
+        f"{len(warnings)} warning(s)"
+    )
+
+
+def test_version_names_this_release_and_the_upstream_one() -> None:
+    proc = _run("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("custom-scheduler "), proc.stdout
+    assert proc.stdout.rstrip().endswith("(kube-scheduler 1.37.2 semantics)"), proc.stdout
+
+
+def test_help_is_the_description_and_the_commands_not_the_module_docstring() -> None:
+    proc = _run("--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: custom-scheduler [-h] [--version] COMMAND ...\n"), proc.stdout
+    for command in ("run", "check-config", "explain", "simulate", "ui", "why", "shadow-report"):
+        assert f"\n    {command}" in proc.stdout, command
+    assert "Exit codes: 0 success, 1 runtime failure, 2 invalid usage or configuration." in proc.stdout
+    # No reST from a module docstring.
+    assert "``" not in proc.stdout
+    assert ":func:" not in proc.stdout
