@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from custom_scheduler.tools import main
+from tests.builders import make_node, make_pod, make_pod_group
 from tests.unit.tools.test_ui_server import small_case
 
 websocket = pytest.importorskip("websocket", reason="websocket-client (a kubernetes client dependency) is missing")
@@ -254,3 +256,32 @@ def test_bad_yaml_shows_the_message(page: DevTools, ui_url: str) -> None:
     _fill_and_run(page, cluster, pods)  # the server is still there and the page recovers
     assert page.js("document.getElementById('error').hidden") is True
     assert page.js("document.querySelectorAll('#pods-table tbody tr').length") == 4
+
+
+_SHOWN_GROUPS = """Array.from(document.querySelectorAll('#groups-table tbody tr')).map(tr =>
+  ({key: tr.dataset.group, placed: tr.cells[3].textContent, result: tr.cells[4].textContent}))"""
+
+
+def test_pod_groups_table_shows_each_gang_as_the_group_cycle_decided(
+    page: DevTools, ui_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two 2-member gangs and room for one: the page's Pod groups table says which ran whole and
+    which waits, as simulate's own document does."""
+    node = make_node("n1").capacity(cpu="2", memory="4Gi", pods="10").obj()
+    groups = [make_pod_group(name, min_count=2).obj() for name in ("a", "b")]
+    cluster = yaml.safe_dump(
+        {"apiVersion": "custom-scheduler/v1alpha1", "kind": "ClusterSnapshot", "nodes": [node], "podGroups": groups}
+    )
+    members = [make_pod(f"{g}-{i}").req(cpu="1").scheduling_group(g).obj() for g in ("a", "b") for i in range(2)]
+    pods = yaml.safe_dump_all(members)
+    cli = _cli_document(tmp_path, cluster, pods, capsys)
+    expected = [
+        {"key": g["key"], "placed": f"{g['placed']}/{g['members']}", "result": g["result"]} for g in cli["groups"]
+    ]
+    assert sorted(e["result"] for e in expected) == ["scheduled", "unschedulable"], cli["groups"]
+
+    page.send("Page.navigate", url=ui_url)
+    page.wait_for("document.readyState === 'complete' && !!document.getElementById('run')", "the page to load")
+    _fill_and_run(page, cluster, pods)
+    assert page.js("document.getElementById('groups-section').hidden") is False
+    assert page.js(_SHOWN_GROUPS) == expected
