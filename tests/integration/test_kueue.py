@@ -43,7 +43,7 @@ def kueue_proc(control_plane: ControlPlane, kube: KubeClient) -> Iterator[kq.Kue
     bin_dir = kq.cached_kueue()
     if bin_dir is None:
         # Like the e2e sample: a fresh machine's CI does not pay the ~10-minute build.
-        pytest.skip("Kueue is not built: ./hack/dev.sh kueue builds it (about 10 minutes the first time)")
+        pytest.skip("Kueue is not built: ./hack/dev.sh setup (or kueue) builds it (about 7 minutes the first time)")
     k = kq.Kueue.for_control_plane(control_plane, bin_dir).start(kube)
     yield k
     k.stop(kube)

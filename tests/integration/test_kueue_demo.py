@@ -20,7 +20,7 @@ def test_kueue_demo_runs_every_job_where_kueue_says_within_quota(control_plane: 
     bin_dir = kq.cached_kueue()
     if bin_dir is None:
         # Like the e2e sample: a fresh machine's CI does not pay the ~10-minute build.
-        pytest.skip("Kueue is not built: ./hack/dev.sh kueue builds it (about 10 minutes the first time)")
+        pytest.skip("Kueue is not built: ./hack/dev.sh setup (or kueue) builds it (about 7 minutes the first time)")
     out = io.StringIO()
     placed, peak, rc = kueue_demo.run_kueue_demo(control_plane, bin_dir, out=out, timeout=120, cleanup=True)
     text = out.getvalue()
