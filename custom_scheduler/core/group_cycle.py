@@ -14,7 +14,7 @@ cycles.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -356,24 +356,31 @@ class GroupCycle:
         up (:func:`~.gang_topology.packing_resource`: its GPUs, else CPU): a placement of every
         member leaves ``free - their requests``, so the first domain that holds them all is the
         tightest fit of the tier and the rest need no dry run. A domain with less free than the
-        quorum requests of any resource is skipped without one."""
+        quorum requests of any resource is skipped without one, once a dry run has met a
+        rejection that room would resolve (see :func:`_resolvable`)."""
         feasible: list[topo.DomainTrial] = []
         tried = 0
         failed = _Trial()
         plugins: dict[str, set[str]] = {}
         keys, need = self._quorum_needs(a)
         key = topo.packing_resource(keys)
+        hinted = False
         for i, tier in enumerate(domains.tiers):
             free = {d.value: self._free(d.nodes, keys) for d in tier.domains}
             for d in sorted(tier.domains, key=lambda d: (free[d.value][key], d.value)):
                 tried += 1
                 small = topo.too_small(free[d.value], need)
-                if small and failed.fits:
-                    # Cannot hold the quorum's requests: no dry run (PreFilter) for it. (The first
-                    # such domain is dry-run all the same when none was before: its fit errors are
-                    # the members' requeue hints and a preemption's starting point.)
+                if small and hinted:
+                    # Cannot hold the quorum's requests: no dry run (PreFilter) for it. Small
+                    # domains are dry-run until one rejection could be resolved by room (that
+                    # dry run's plugins, NodeResourcesFit's "Insufficient ...", are then the
+                    # members' requeue hints for the skipped ones too, and a preemption's
+                    # starting point). A domain whose nodes reject the members for good (a
+                    # selector, a taint) says nothing of what freed room would do: with only
+                    # its hints, a pod leaving a skipped domain would never requeue the gang.
                     continue
                 got = self._dry_run(a, i, d, failed, plugins, key)
+                hinted = hinted or _resolvable(failed.fits.values())
                 if got is not None:
                     feasible.append(got)
                     if got.all_fit:
@@ -570,3 +577,9 @@ class GroupCycle:
         extra.victims.update((v.uid, v) for v in got.pods)
         extra.pdb_violations = got.pdb_violations
         return new
+
+
+def _resolvable(fits: Iterable[FitError]) -> bool:
+    """Some node rejected a member in a way room could resolve (``Unschedulable``, not
+    ``UnschedulableAndUnresolvable``): the rejecting plugins name what freed capacity helps."""
+    return any(st.code is Code.UNSCHEDULABLE for fit in fits for st in fit.statuses.values())

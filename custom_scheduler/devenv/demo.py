@@ -13,6 +13,10 @@ finishing pods that preemption deletes) and shows the reasons the project exists
 - **resource isolation**: big-data pods (by label, or by asking for 8+ CPUs) go only to the pool
   node, and nothing else goes there;
 - **priority**: an ``online`` pod preempts a ``batch`` pod on a full node;
+- **gangs** and **topology** (:mod:`custom_scheduler.devenv.demo_topology`): all-or-nothing
+  gangs, and gangs kept inside one rack or block;
+- **ML training** (:mod:`custom_scheduler.devenv.demo_training`, a second profile): a starving
+  gang's reservation with backfill, job-level preemption, an elastic gang, ``defrag``;
 - plain kube-scheduler behaviour: a pod too big for any node gets the aggregated reason; a pod of
   another scheduler is left alone.
 """
@@ -32,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from custom_scheduler.devenv import cluster, demo_dra, demo_topology
+from custom_scheduler.devenv import cluster, demo_dra, demo_topology, demo_training
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, signals_as_exit
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
@@ -71,7 +75,9 @@ profiles:
   - name: NodeLoad
     args: {metricsURL: "%(metrics_url)s", refreshInterval: 2s, thresholds: {cpu: 85}}
 """
-DEMO_CONFIG += demo_topology.PLUGIN_CONFIG
+DEMO_CONFIG += demo_topology.PLUGIN_CONFIG + demo_training.PROFILE_CONFIG
+#: The profiles whose pods the demo waits for (the others' are "not ours").
+PROFILES = ("custom-scheduler", demo_training.PROFILE)
 
 #: (scenario, pod) in the order the demo reports them.
 SCENARIOS = {
@@ -82,6 +88,7 @@ SCENARIOS = {
     "priority": "an online pod preempts a batch pod on a full node",
     "gangs": "two 3-pod training gangs (PodGroups), room for one: one runs whole, the other waits whole",
     demo_topology.SCENARIO: demo_topology.TITLE,
+    **demo_training.SCENARIOS,
     "kube": "kube-scheduler semantics: reasons, other schedulers' pods untouched",
 }
 
@@ -162,6 +169,9 @@ def workload() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[st
     nodes += demo_topology.nodes(_node)
     first += demo_topology.first_wave(_pod)
     second += demo_topology.second_wave(_pod)
+    nodes += demo_training.nodes(_node)
+    first += demo_training.first_wave(_pod)
+    second += demo_training.second_wave(_pod)
     return nodes, first, second
 
 
@@ -176,6 +186,7 @@ POD_GROUPS: list[dict[str, Any]] = [
     for job in ("job-a", "job-b")
 ]
 POD_GROUPS += demo_topology.pod_groups(NAMESPACE)
+POD_GROUPS += demo_training.pod_groups(NAMESPACE)
 
 
 PRIORITY_CLASSES: list[dict[str, Any]] = [
@@ -257,13 +268,20 @@ def _settle(kube: KubeClient, names: list[str], timeout: float, out: Any, *, bou
 
 
 def run_demo(
-    cp: ControlPlane, out: Any = sys.stdout, timeout: float = 60.0, *, cleanup: bool = False
+    cp: ControlPlane,
+    out: Any = sys.stdout,
+    timeout: float = 60.0,
+    *,
+    cleanup: bool = False,
+    defrag: demo_training.DefragRun | None = None,
 ) -> tuple[dict[str, str], int]:
     """Run the workload against ``cp`` with the daemon in a subprocess.
 
     Returns pod → node (or why it is not bound) and the daemon's exit code after SIGTERM.
-    ``cleanup`` deletes the demo's nodes, PriorityClasses and namespace (tests share a control plane).
+    ``cleanup`` deletes the demo's nodes, PriorityClasses and namespace (tests share a control plane);
+    ``defrag``, when given, is filled with the defrag scenario's plan (for the tests).
     """
+    defrag = defrag if defrag is not None else demo_training.DefragRun()
     kube = KubeClient.from_kubeconfig(str(cp.kubeconfig()), qps=0, burst=1)
     cluster.create_namespace(kube, NAMESPACE)
     nodes, first, second = workload()
@@ -274,6 +292,7 @@ def run_demo(
     for pg in POD_GROUPS:
         kube.post(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups", pg)
     demo_dra.setup(kube, NAMESPACE)
+    demo_training.setup(kube, NAMESPACE, _pod)
     metrics = MetricsEndpoint({"node-a": ("3600m", "2Gi"), "node-b": ("200m", "1Gi"), "node-c": ("400m", "1Gi")})
     workdir = Path(tempfile.mkdtemp(prefix="cs-demo-"))
     cfg = workdir / "scheduler-config.yaml"
@@ -288,12 +307,17 @@ def run_demo(
             time.sleep(0.5)  # let NodeLoad take its first sample before the burst
             for p in first:
                 kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", p)
-            ours = [p["metadata"]["name"] for p in first if p["spec"]["schedulerName"] == "custom-scheduler"]
+            ours = [p["metadata"]["name"] for p in first if p["spec"]["schedulerName"] in PROFILES]
             _settle(kube, ours, timeout, out)
+            demo_training.between_waves(kube, NAMESPACE, cfg.read_text(), out, defrag)
             for p in second:
                 kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", p)
-            # The preemptor first fails (and nominates node-p), then binds once its victim is gone.
-            _settle(kube, [p["metadata"]["name"] for p in second], timeout, out, bound=True)
+            # The preemptors first fail (and nominate), then bind once their victims are gone.
+            names = [p["metadata"]["name"] for p in second]
+            must_bind = [n for n in names if n not in demo_training.KEPT_OFF]
+            _settle(kube, must_bind + list(demo_training.BOUND_LATER), timeout, out, bound=True)
+            _settle(kube, list(demo_training.KEPT_OFF), timeout, out)
+            demo_training.await_moved(kube, NAMESPACE, timeout, out)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -302,7 +326,7 @@ def run_demo(
                 proc.kill()
                 rc = proc.wait()
             metrics.stop()
-    result = _report(kube, first + second, out)
+    result = _report(kube, first + second, out, defrag)
     print(f"\nscheduler exited with code {rc} after SIGTERM", file=out)
     if cleanup:
         cleanup_demo(kube)
@@ -321,7 +345,9 @@ def cleanup_demo(kube: KubeClient) -> None:
     cluster.delete_namespace(kube, NAMESPACE)
 
 
-def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[str, str]:
+def _report(
+    kube: KubeClient, created: list[dict[str, Any]], out: Any, defrag: demo_training.DefragRun
+) -> dict[str, str]:
     reasons = _events(kube, "FailedScheduling")
     preempted = _events(kube, "Preempted")
     live = {p["metadata"]["name"]: p for p in cluster.list_pods(kube, NAMESPACE)}
@@ -343,21 +369,24 @@ def _report(kube: KubeClient, created: list[dict[str, Any]], out: Any) -> dict[s
         elif cur["spec"].get("nodeName"):
             what = result[name] = cur["spec"]["nodeName"]
             what = f"-> {what}"
-        elif cur["spec"]["schedulerName"] != "custom-scheduler":
+        elif cur["spec"]["schedulerName"] not in PROFILES:
             what = result[name] = f"pending (schedulerName={cur['spec']['schedulerName']}: not ours, untouched)"
         else:
             what = result[name] = f"pending: {reasons.get(name, '(no event yet)')}"
         rows[scenario].append((name, what))
     devices, checks = demo_dra.notes(result, demo_dra.allocations(kube, NAMESPACE))
-    placed = demo_topology.notes(kube.get(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events").get("items") or ())
+    seen = demo_training.observe(kube, NAMESPACE)
+    extra = {
+        demo_dra.SCENARIO: checks,
+        demo_topology.SCENARIO: demo_topology.notes(seen.events),
+        **demo_training.notes(result, seen, defrag),
+    }
     width = max(len(n) for r in rows.values() for n, _ in r)
     for scenario, title in SCENARIOS.items():
         print(f"\n[{scenario}] {title}", file=out)
         for name, what in rows[scenario]:
             print(f"  {name.ljust(width)}  {what}{devices.get(name, '')}", file=out)
-        for line in checks if scenario == demo_dra.SCENARIO else ():
-            print(f"  {line}", file=out)
-        for line in placed if scenario == demo_topology.SCENARIO else ():
+        for line in extra.get(scenario, ()):
             print(f"  {line}", file=out)
     return result
 

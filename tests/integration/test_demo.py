@@ -5,18 +5,25 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from custom_scheduler.api import podgroup as gang
 from custom_scheduler.devenv import demo_topology
+from custom_scheduler.devenv import demo_training as dt
 from custom_scheduler.devenv.controlplane import ControlPlane
 from custom_scheduler.devenv.demo import NAMESPACE, cleanup_demo, run_demo
+from custom_scheduler.framework import reservation_annotation as ra
 from custom_scheduler.kube.client import KubeClient
 
 
 def test_demo_places_the_workload_and_exits_0_on_sigterm(control_plane: ControlPlane) -> None:
     out = io.StringIO()
     kube = KubeClient.from_kubeconfig(str(control_plane.kubeconfig()), qps=0, burst=1)
+    defrag = dt.DefragRun()
     try:
-        result, rc = run_demo(control_plane, out=out, timeout=60)
-        claims = _claims_by_pod(kube)  # read before the cleanup deletes the namespace
+        result, rc = run_demo(control_plane, out=out, timeout=60, defrag=defrag)
+        # read before the cleanup deletes the namespace
+        claims = _claims_by_pod(kube)
+        group = kube.get(f"/apis/{gang.NATIVE_GROUP_VERSION}/namespaces/{NAMESPACE}/podgroups/res-job")
+        fragments = dt.fragments(kube, NAMESPACE)
     finally:
         cleanup_demo(kube)
     assert rc == 0, out.getvalue()
@@ -45,6 +52,10 @@ def test_demo_places_the_workload_and_exits_0_on_sigterm(control_plane: ControlP
 
     _check_dra(result, claims, out.getvalue())
     _check_topology(result, out.getvalue())
+    _check_reservation(result, group, out.getvalue())
+    _check_job_preemption(result)
+    _check_elastic(result)
+    _check_defrag(result, defrag, fragments)
 
 
 def _claims_by_pod(kube: KubeClient) -> dict[str, dict[str, Any]]:
@@ -96,3 +107,53 @@ def _check_topology(result: dict[str, str], printed: str) -> None:
     lines = printed.splitlines()
     assert any("rack-job: " in ln and "placed in example.com/rack=r1 " in ln for ln in lines), printed
     assert any("block-job: " in ln and "placed in example.com/block=b1 " in ln for ln in lines), printed
+
+
+def _check_reservation(result: dict[str, str], group: dict[str, Any], printed: str) -> None:
+    """reservation: res-job (2 x 2 GPUs, 2 of res-1's 4 free) holds all 4 GPUs on its PodGroup's
+    annotation; short (activeDeadlineSeconds 30, before the gang's expected start) backfilled,
+    no-runtime was kept off with the reservation's reason; the Reserved event is quoted."""
+    raw = (group["metadata"].get("annotations") or {}).get(ra.ANNOTATION)
+    rec = ra.decode(raw) if isinstance(raw, str) else None
+    assert isinstance(rec, ra.Record), raw
+    assert rec.amounts == {"res-1": {dt.GPU: 4, "pods": 2}}
+    assert rec.profile == dt.PROFILE
+    assert 50 < rec.expected_start - rec.created <= 61, "the gang expects to start when the busy pods' 60 s end"
+    assert all(result[f"res-job-{i}"].startswith("pending: ") for i in range(2)), result
+    assert result["short"] == "res-1"
+    assert "node capacity reserved for pod group demo/res-job until" in result["no-runtime"], result["no-runtime"]
+    assert f"annotation {ra.ANNOTATION}: {raw}" in printed
+    assert "Reserved event on PodGroup res-job: reserved nvidia.com/gpu=4, pods=2 on 1 node(s)" in printed
+
+
+def _check_job_preemption(result: dict[str, str]) -> None:
+    """job-preemption: the victims are one whole gang (all four of its pods, though two CPUs would
+    do), the other gang is untouched, and high-job runs in the victims' rack."""
+    gangs = {g: [result[f"{g}-{i}"] for i in range(4)] for g in ("low-a", "low-b")}
+    [victim] = [g for g, where in gangs.items() if "preempted" in where]
+    assert gangs[victim] == ["preempted"] * 4, gangs
+    other = "low-b" if victim == "low-a" else "low-a"
+    rack = "jl-r1" if victim == "low-a" else "jl-r2"
+    assert {dt.rack_of(n) for n in gangs[other]} == {"jl-r1", "jl-r2"} - {rack}, gangs
+    assert {dt.rack_of(result[f"high-job-{i}"]) for i in range(2)} == {rack}, result
+
+
+def _check_elastic(result: dict[str, str]) -> None:
+    """elastic: two members at once on el-1, the two extras on el-2 once its resident left, all in
+    rack el-r1; none on el-3 (rack el-r2), which had room for one all along."""
+    where = sorted(result[f"elastic-job-{i}"] for i in range(4))
+    assert where == ["el-1", "el-1", "el-2", "el-2"], where
+
+
+def _check_defrag(result: dict[str, str], run: dt.DefragRun, fragments: dict[str, str]) -> None:
+    """defrag: the plan is valid for the cluster as it was (each move a ReplicaSet pod on the node
+    it names, the shape's nodes the freed ones, verified, every eviction done); the moved pods are
+    gone, their replacements bound off the freed nodes, and the gang runs on the freed nodes."""
+    assert dt.check_plan(run.plan, run.before) == [], run.plan
+    freed = set(run.plan["freedNodes"])
+    assert freed == {"defrag-1", "defrag-2"}, run.plan
+    assert {result["defrag-job-0"], result["defrag-job-1"]} == freed, result
+    moved = {p.partition("/")[2] for p in dt.moved_pods(run.plan)}
+    assert not moved & set(fragments), fragments
+    assert len(fragments) == len(run.before), fragments
+    assert all(node and node not in freed for node in fragments.values()), fragments

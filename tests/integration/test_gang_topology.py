@@ -157,6 +157,24 @@ def test_a_late_member_joins_the_domain_of_its_bound_siblings(env: Env) -> None:
     assert where[late] != "r3"
 
 
+def low_gang(env: Env, name: str, min_count: int, priority: str, nodes: list[str]) -> None:
+    """A native gang of 1-CPU members at ``priority``, bound by hand, member i to ``nodes[i]``."""
+    podgroup(env, "native", name, min_count, spec={"priorityClassName": priority})
+    for i, node in enumerate(nodes):
+        obj = member("native", f"{name}-{i}", name).node(node).obj()
+        obj["spec"]["priorityClassName"] = priority
+        env.create_pod(obj)
+
+
+def high_gang(env: Env, priority: str) -> None:
+    """Gang ``h``: two 1-CPU members at ``priority``, one rack required."""
+    podgroup(env, "native", "h", 2, required=RACK, spec={"priorityClassName": priority})
+    for i in range(2):
+        obj = member("native", f"h-{i}", "h").obj()
+        obj["spec"]["priorityClassName"] = priority
+        env.create_pod(obj)
+
+
 @pytest.mark.parametrize(
     ("low2_min", "victims_of", "count"),
     [
@@ -175,17 +193,9 @@ def test_a_high_priority_gang_preempts_whole_gangs_inside_one_rack(
     where = racks(env, {"r1": ("b1", 2), "r2": ("b1", 2)})
     by_rack = {r: sorted(n for n, x in where.items() if x == r) for r in ("r1", "r2")}
     for g, rack, min_count in (("a", "r1", 4), ("b", "r2", low2_min)):
-        podgroup(env, "native", g, min_count, spec={"priorityClassName": low})
-        for i in range(4):
-            obj = member("native", f"{g}-{i}", g).node(by_rack[rack][i // 2]).obj()
-            obj["spec"]["priorityClassName"] = low
-            env.create_pod(obj)
+        low_gang(env, g, min_count, low, [by_rack[rack][i // 2] for i in range(4)])
     env.start_scheduler(config(job_level=True))
-    podgroup(env, "native", "h", 2, required=RACK, spec={"priorityClassName": high})
-    for i in range(2):
-        obj = member("native", f"h-{i}", "h").obj()
-        obj["spec"]["priorityClassName"] = high
-        env.create_pod(obj)
+    high_gang(env, high)
 
     def high_bound() -> dict[str, str] | None:  # kwok finishes the victims' graceful deletes
         return all_bound(env, "h-", 2)
@@ -197,6 +207,34 @@ def test_a_high_priority_gang_preempts_whole_gangs_inside_one_rack(
     assert survivors[victims_of[0]] == 4 - count, survivors
     victim_rack = "r1" if victims_of == "a-" else "r2"
     assert {where[n] for n in placed.values()} == {victim_rack}
+
+
+def test_a_gang_that_preempted_is_retried_when_its_victims_are_gone_though_other_racks_reject_it_for_good(
+    env: Env, priority_class: Callable[..., str]
+) -> None:
+    """Racks r1 and r2 full of low gangs, and a rack a0 whose only node is full and tainted. The
+    group cycle tries domains from the least free up and skips those too small for the gang
+    without a dry run: a0 comes first and rejects the members for good (the taint). Skipping r1
+    and r2 on that alone left the members without the plugin that rejected them for room, so the
+    victims' deletion never requeued the high gang (found by the demo). Small domains are now
+    dry-run until one rejects for room: the high gang preempts one low gang and runs."""
+    low, high = priority_class(10), priority_class(1000)
+    where = {}
+    for rack, cpu in (("a0", "1"), ("r1", "4"), ("r2", "4")):
+        b = make_node(f"{rack}n0").capacity(cpu=cpu, memory="32Gi", pods="110")
+        b = b.label(ZONE, "z1").label(BLOCK, "b1").label(RACK, rack)
+        where[env.node(b.taint("example.com/reserved") if rack == "a0" else b)] = rack
+    node_of = {r: n for n, r in where.items()}
+    env.create_pod(make_pod("filler").req(cpu="1").node(node_of["a0"]).obj())
+    for g, rack in (("a", "r1"), ("b", "r2")):
+        low_gang(env, g, 4, low, [node_of[rack]] * 4)
+    env.start_scheduler(config(job_level=True))
+    high_gang(env, high)
+    placed = cluster.wait_for(lambda: all_bound(env, "h-", 2), timeout=30, what="the high gang bound")
+    (rack,) = {where[n] for n in placed.values()}
+    assert rack in ("r1", "r2")
+    victim, other = ("a", "b") if rack == "r1" else ("b", "a")
+    assert (len(live(env, f"{victim}-")), len(live(env, f"{other}-"))) == (0, 4)
 
 
 def test_an_elastic_gang_starts_with_min_count_and_gets_its_extras_when_room_frees(env: Env) -> None:
