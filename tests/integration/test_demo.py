@@ -49,6 +49,12 @@ def test_demo_places_the_workload_and_exits_0_on_sigterm(control_plane: ControlP
     assert len(whole) == 1, jobs
     waiting = jobs[{"job-a", "job-b"}.difference(whole).pop()]
     assert all(w.startswith("pending: pod group") for w in waiting), waiting
+    # the report's words (#29): groups as ns/name, no internal key; a preemptor by its pod's name
+    text = out.getvalue()
+    assert f"pod group {NAMESPACE}/job-" in text
+    assert "native:" not in text
+    assert "crd:" not in text
+    assert "Preempted by pod online-0 on node node-p" in text
 
     _check_dra(result, claims, out.getvalue())
     _check_topology(result, out.getvalue())
