@@ -72,7 +72,7 @@ from typing import Any
 
 import orjson
 
-from bench import kwok_nodes, topology, workloads
+from bench import kwok_nodes, perf_more, script, script_run, topology, workloads
 from custom_scheduler.devenv import cluster, kwok
 from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port
 from custom_scheduler.kube import api_errors
@@ -108,10 +108,14 @@ KUBE_MATCHED_PLUGINS = """\
 
 def kube_matched_plugins(workload: str) -> str:
     """KUBE_MATCHED_PLUGINS, except that the dra workloads keep DynamicResources (their pods have
-    claims, which both schedulers must allocate)."""
+    claims, which both schedulers must allocate), and the plugins :data:`bench.perf_more.KUBE_KEEPS`
+    names for a workload."""
+    keep = set(perf_more.KUBE_KEEPS.get(workload, ()))
     if workload in ("dra", "dra-partitions"):
-        return "".join(line + "\n" for line in KUBE_MATCHED_PLUGINS.splitlines() if "DynamicResources" not in line)
-    return KUBE_MATCHED_PLUGINS
+        keep.add("DynamicResources")
+    if not keep:
+        return KUBE_MATCHED_PLUGINS
+    return "".join(line + "\n" for line in KUBE_MATCHED_PLUGINS.splitlines() if not any(k in line for k in keep))
 
 
 # -- process metrics ------------------------------------------------------------------------------
@@ -177,12 +181,14 @@ def proc_status_kb(pid: int, key: str) -> int:
 
 
 class PodWatcher:
-    """Watch one namespace's pods; remember when each pod was first seen with a nodeName."""
+    """Watch one namespace's pods; remember when each pod was first seen with a nodeName, and
+    which pods were tried (a PodScheduled condition, or bound: upstream's ``isAttempted``)."""
 
     def __init__(self, kube: KubeClient, namespace: str) -> None:
         self.kube = kube.clone(qps=0, pool_maxsize=2)
         self.namespace = namespace
         self.bound: dict[str, tuple[float, str]] = {}
+        self.attempted: set[str] = set()
         self.cond = threading.Condition()
         self.restarts = 0
         self._stop = threading.Event()
@@ -208,15 +214,26 @@ class PodWatcher:
         with self.cond:
             if name not in self.bound:
                 self.bound[name] = (at, node)
+                self.attempted.add(name)
+                self.cond.notify_all()
+
+    def _seen(self, obj: dict[str, Any], at: float) -> None:
+        node = (obj.get("spec") or {}).get("nodeName")
+        name = (obj.get("metadata") or {}).get("name", "")
+        if node:
+            self._record(name, node, at)
+        elif name not in self.attempted and any(
+            c.get("type") == "PodScheduled" for c in (obj.get("status") or {}).get("conditions") or ()
+        ):
+            with self.cond:
+                self.attempted.add(name)
                 self.cond.notify_all()
 
     def _relist(self) -> str:
         doc = self.kube.get(pod_path(self.namespace))
         now = time.monotonic()
         for p in doc.get("items") or ():
-            node = (p.get("spec") or {}).get("nodeName")
-            if node:
-                self._record(p["metadata"]["name"], node, now)
+            self._seen(p, now)
         return str((doc.get("metadata") or {}).get("resourceVersion", ""))
 
     def _opened(self, resp: Any) -> None:
@@ -235,22 +252,31 @@ class PodWatcher:
                         break
                     meta = obj.get("metadata") or {}
                     self._rv = meta.get("resourceVersion") or self._rv
-                    node = (obj.get("spec") or {}).get("nodeName")
-                    if node and ev.get("type") in ("ADDED", "MODIFIED"):
-                        self._record(meta.get("name", ""), node, now)
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        self._seen(obj, now)
             except (api_errors.KubeError, orjson.JSONDecodeError):
                 if self._stop.is_set():
                     return
                 time.sleep(0.2)
             self.restarts += 1
 
-    def wait(self, names: set[str], deadline: float, stall: float, alive: Callable[[], bool] | None = None) -> bool:
-        """Block until every name in ``names`` is bound, ``deadline`` passes, nothing new is
-        bound for ``stall`` seconds, or ``alive`` says the scheduler exited. True if all were bound."""
+    def wait(
+        self,
+        names: set[str],
+        deadline: float,
+        stall: float,
+        alive: Callable[[], bool] | None = None,
+        *,
+        attempted: bool = False,
+    ) -> bool:
+        """Block until every name in ``names`` is bound (``attempted``: tried or bound), ``deadline``
+        passes, nothing new happens for ``stall`` seconds, or ``alive`` says the scheduler exited.
+        True if all were."""
         last_count, last_progress = -1, time.monotonic()
         with self.cond:
             while True:
-                done = sum(1 for n in names if n in self.bound) if len(names) < 64 else len(names & self.bound.keys())
+                seen = self.attempted if attempted else self.bound.keys()
+                done = sum(1 for n in names if n in seen) if len(names) < 64 else len(names & seen)
                 if done == len(names):
                     return True
                 now = time.monotonic()
@@ -309,6 +335,7 @@ def custom_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list
         f"- schedulerName: {SCHEDULER_NAMES['custom']}\n"
         + (CUSTOM_GANG_PLUGINS if opts.workload in ("gangs", topology.NAME) else "")
         + (CUSTOM_TOPOLOGY_ARGS if opts.workload == topology.NAME else "")
+        + perf_more.plugin_config(opts.workload, "  ")
     )
     argv = [sys.executable, "-m", "custom_scheduler", "run", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig())]
     env = {**os.environ, "LOG_FORMAT": "json", "LOG_LEVEL": opts.custom_log_level, "PYTHONUNBUFFERED": "0"}
@@ -347,7 +374,7 @@ def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[s
         "leaderElection: {leaderElect: false}\n"
         f"clientConnection: {{kubeconfig: {cp.kubeconfig()}, qps: {opts.qps:g}, burst: {opts.burst}}}\n"
         "profiles:\n"
-        f"  - schedulerName: {SCHEDULER_NAMES['kube']}\n" + plugins
+        f"  - schedulerName: {SCHEDULER_NAMES['kube']}\n" + plugins + perf_more.plugin_config(opts.workload, "    ")
     )
     kc = str(cp.kubeconfig())
     argv = [
@@ -534,6 +561,9 @@ def _canary(scheduler_name: str, namespace: str) -> dict[str, Any]:
             "schedulerName": scheduler_name,
             "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "app", "image": workloads.PAUSE_IMAGE}],
+            # every node is the canary's, cordoned and tainted ones too: some workloads start with
+            # nothing else (EventHandlingNodeAdd's one node is cordoned)
+            "tolerations": [{"operator": "Exists"}],
         },
     }
 
@@ -590,9 +620,14 @@ def _cleanup(kube: KubeClient, namespace: str, run_id: str, timeout: float = 120
         print(f"warning: {e}", file=sys.stderr)
     if dra:
         _cleanup_dra(kube, namespace, run_id, timeout)
-    with contextlib.suppress(api_errors.KubeError):
-        selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
-        kube.request("DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses", query=selector, timeout=(5.0, timeout))
+    selector = {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"}
+    for kind in (
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/apis/storage.k8s.io/v1/csinodes",
+        "/api/v1/persistentvolumes",
+    ):
+        with contextlib.suppress(api_errors.KubeError):
+            kube.request("DELETE", kind, query=selector, timeout=(5.0, timeout))
     with contextlib.suppress(api_errors.KubeError):
         kube.delete(f"/api/v1/namespaces/{namespace}")
 
@@ -612,6 +647,7 @@ class Churner:
         self.never_fit: list[str] = []
         self.nodes: list[str] = []
         self.deleted = 0
+        self.created = 0
         self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"churn-{run_id}", daemon=True)
@@ -629,7 +665,9 @@ class Churner:
         name = f"churn-{k:05d}"
         pod = {**self.churn.pod, "metadata": {**self.churn.pod["metadata"], "name": name, "namespace": self.namespace}}
         self.kube.post(pod_path(self.namespace), pod)
-        self.never_fit.append(name)
+        self.created += 1
+        if not self.churn.fits:
+            self.never_fit.append(name)
 
     def _delete(self, path: str) -> None:
         with contextlib.suppress(api_errors.NotFound):
@@ -770,9 +808,19 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     res: dict[str, Any] = {"scheduler": which, "scheduler_name": scheduler_name, "namespace": namespace}
     res.update(workload=wl.name, init_pods=len(init), gated_pods=len(gated))
     churner: Churner | None = None
+    runner: script_run.Runner | None = None
     leases: kwok_nodes.LeaseRate | None = None
+    if wl.steps and opts.order == "pods-first":
+        raise ValueError(f"{wl.name} runs a script (bench/script.py): --order pods-first does not apply")
+    # a script's pods are more than --pods, and its paced updates take their time
+    scripted = script.created_pods(wl.steps)
+    deadline_s = (
+        opts.deadline_s if opts.timeout or not wl.steps else 60 + len(scripted) / 20 + script.paced_seconds(wl.steps)
+    )
 
     cluster.create_namespace(kube, namespace)
+    if wl.namespace_labels:
+        kube.patch(f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": wl.namespace_labels}})
     t0 = time.monotonic()
     if kwok_proc is not None:
         res["kwok"] = kwok_nodes.set_up(kube, wl.nodes, run_id, opts.create_workers, log)
@@ -817,8 +865,23 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             log(f"[{which}] {res['init_bound']}/{len(init)} init pods bound in {res['init_s']:.1f}s")
             if not ok:
                 raise RuntimeError(f"{which}: init pods not bound ({res['init_bound']}/{len(init)})")
+        if runner is not None and script.setup(wl.steps):
+            t_setup = time.monotonic()
+            if not runner.run(script.setup(wl.steps), t_setup + opts.deadline_s):
+                raise RuntimeError(f"{which}: the script's set-up failed: {runner.failed}")
+            res["setup_s"] = time.monotonic() - t_setup
+            log(f"[{which}] script set-up done in {res['setup_s']:.1f}s")
 
     watcher = PodWatcher(kube, namespace).start()
+    if wl.steps:
+        runner = script_run.Runner(
+            kube,
+            namespace,
+            scheduler_name,
+            lambda names, deadline, attempted: watcher.wait(names, deadline, opts.stall, attempted=attempted),
+            lambda ps: _create_pods(kube, namespace, ps, opts.create_workers),
+            workers=opts.create_workers,
+        )
     sched: SchedulerProcess | None = None
     spy: PySpy | None = None
     attempts_before: dict[str, float] = {}  # pods-first: the scheduler starts at zero
@@ -859,16 +922,24 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             if wl.churn is not None:
                 churner = Churner(kube, namespace, run_id, wl.churn, sorted(init_names)).start()
             t_burst = t_start = time.monotonic()
-            created = _create_pods(kube, namespace, pods, opts.create_workers, opts.rate)
+            if runner is not None:
+                # the script creates the measured pods among its events; "pod creation" is all of it
+                if not runner.run(script.measured(wl.steps), t_start + deadline_s):
+                    log(f"[{which}] script stopped: {runner.failed}")
+                created = runner.created
+            else:
+                created = _create_pods(kube, namespace, pods, opts.create_workers, opts.rate)
             res["pod_create_s"] = time.monotonic() - t_burst
             log(f"[{which}] {len(pods)} pods created in {res['pod_create_s']:.1f}s")
 
-        all_bound = watcher.wait(names, t_start + opts.deadline_s, opts.stall)
+        all_bound = watcher.wait(names, t_start + deadline_s, opts.stall)
         t_end = time.monotonic()
         if leases is not None:
             res["kwok"]["lease_writes_per_s"] = leases.stop()
         if churner is not None:
             churner.stop()
+        if runner is not None:
+            runner.stop()
         cpu = window.stop()
         attempts_after = sched.attempts(cp.admin_token)
         res["attempts"] = {k: v - attempts_before.get(k, 0.0) for k, v in attempts_after.items()}
@@ -887,6 +958,8 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     finally:
         if churner is not None:
             churner.stop()
+        if runner is not None:
+            runner.stop()
         if sched is not None:
             res["exit_code"] = sched.stop()
         if spy is not None:
@@ -936,7 +1009,17 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             ever_bound = [
                 {"metadata": {"name": n}, "spec": {"nodeName": node}} for n, (_, node) in watcher.bound.items()
             ]
-    res["placement"] = workloads.placement(wl.nodes, final, claims, wl.slices)
+    # a script adds and changes nodes: judge against the nodes as they are at the end
+    check_nodes = _run_nodes(kube, run_id) if wl.steps else wl.nodes
+    res["placement"] = workloads.placement(check_nodes, final, claims, wl.slices)
+    extra_checks = {key: check(check_nodes, final) for key, check in wl.checks.items()}
+    if runner is not None:
+        with watcher.cond:
+            seen = {n: t for n, (t, _) in watcher.bound.items()}
+        extra_checks["held_bound"] = runner.held_bound(seen)
+        res["script"] = runner.summary()
+    res["placement"]["violations"].update(extra_checks)
+    res["placement"]["violations_total"] += sum(extra_checks.values())
     if kwok_proc is not None:
         res["kwok"]["running_at_end"] = kwok_nodes.running(final)  # every pod of the round but the canary
     if wl.pod_groups:
@@ -963,6 +1046,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         res["churn"] = {
             "mode": wl.churn.mode if wl.churn else "",
             "never_fit_pods": len(churner.never_fit),
+            "pods_created": churner.created,
             "nodes": len(churner.nodes),
             "init_deleted": churner.deleted,
             "errors": churner.errors,
@@ -976,8 +1060,20 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
         f"[{which}] bound {n_bound}/{len(names)} in {res['last_bind_s']:.1f}s; "
         f"{res['throughput_first_to_last']:.0f} pods/s; cleaning up"
     )
-    _cleanup(kube, namespace, run_id, dra=is_dra)
+    if runner is not None:
+        runner.drop_finalizers()
+    # Deleting thousands of Nodes (and their Leases, through the garbage collector) takes the API
+    # server minutes: the next round must not start while it is still at it (120 s was too short
+    # at 15000 Nodes), so the wait grows with the node count.
+    _cleanup(kube, namespace, run_id, timeout=max(120.0, len(wl.nodes) / 25), dra=is_dra)
     return res
+
+
+def _run_nodes(kube: KubeClient, run_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kube.get("/api/v1/nodes", {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"})[
+        "items"
+    ]
+    return items
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -1224,6 +1320,7 @@ SUITE_COLUMNS: list[tuple[str, str, str]] = [
     ("p50 latency (s)", "latency_p50_s", "{:.2f}"),
     ("p99 latency (s)", "latency_p99_s", "{:.2f}"),
     ("CPU per pod (ms)", "cpu_ms_per_pod", "{:.2f}"),
+    ("attempts per bound pod", "attempts_per_bound", "{:.2f}"),
     ("peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
     ("start-up to first bind (s)", "startup_s", "{:.2f}"),
     ("pods per node stddev", "placement.pods_per_node_stddev", "{:.2f}"),

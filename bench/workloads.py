@@ -6,7 +6,9 @@ kube-scheduler get exactly the same objects (only ``schedulerName`` and the name
 UPSTREAM holds the shapes of upstream's ``test/integration/scheduler_perf`` suites under their names
 (SchedulingBasic, SchedulingPodAntiAffinity, TopologySpreading, ...): upstream's node and pod
 templates, init pods bound before the measured ones, gated pods, priorities and churn (see each
-builder's docstring and bench/README.md). OURS are below.
+builder's docstring and bench/README.md). UPSTREAM_MORE are the rest a kubelet-less cluster runs,
+built in bench/perf_event_handling.py and bench/perf_more.py; the event_handling ones are scripts
+(bench/script.py) of events between barriers. OURS are below.
 
 - ``plain``: requests only (a few node shapes over three zones, a few pod sizes).
 - ``mixed``: the plain nodes, 20 % of them tainted ``dedicated=infra:NoSchedule`` and labelled
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import dra_partitions as dra_parts
+from bench import script
 from bench import topology as topo
 from custom_scheduler.api import quantity
 from custom_scheduler.api.podgroup import ANN_TOPOLOGY_PREFERRED
@@ -63,9 +66,36 @@ UPSTREAM = (
     "SchedulingWithMixedChurn",
     "SchedulingWhileGated",
 )
+#: The rest of upstream's scheduler_perf workloads a kubelet-less cluster runs, event_handling's
+#: first (requeue precision): built by bench/perf_event_handling.py and bench/perf_more.py.
+UPSTREAM_MORE = (
+    "EventHandlingPodDelete",
+    "EventHandlingPodUpdate",
+    "EventHandlingNodeAdd",
+    "EventHandlingPodAdd",
+    "EventHandlingNodeUpdate",
+    "SchedulingDaemonset",
+    "SchedulingDeletedPodsWithFinalizers",
+    "SchedulingWithExtendedResource",
+    "HostPortConflict",
+    "ResourceSaturation",
+    "PreferredTopologySpreading",
+    "DefaultTopologySpreading",
+    "SchedulingWithNodeInclusionPolicy",
+    "SchedulingPodMatchingAntiAffinity",
+    "SchedulingPodAffinity",
+    "SchedulingPreferredPodAntiAffinity",
+    "MixedSchedulingBasePod",
+    "SchedulingRequiredPodAntiAffinityWithNSSelector",
+    "SchedulingPreferredAntiAffinityWithNSSelector",
+    "SchedulingRequiredPodAffinityWithNSSelector",
+    "SchedulingPreferredAffinityWithNSSelector",
+    "SchedulingGatedPodsWithPodAffinityImpactForThroughput",
+    "PreemptionAsync",
+)
 #: Ours: heterogeneous nodes and pods, extended-resource GPUs, node pools, DRA GPUs.
 OURS = ("plain", "mixed", "gpu", "pools", "dra", "dra-partitions", "gangs")
-WORKLOADS = UPSTREAM + OURS
+WORKLOADS = UPSTREAM + UPSTREAM_MORE + OURS
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOST_KEY = "kubernetes.io/hostname"
@@ -122,6 +152,13 @@ class Workload:
     """What happens beside the measured pods while they are scheduled."""
     pod_groups: list[JSON] = field(default_factory=list)
     """PodGroups (scheduling.k8s.io/v1beta1), created in the round's namespace before the pods."""
+    steps: tuple[script.Step, ...] = ()
+    """A script (:mod:`bench.script`) run instead of the burst: it creates ``pods`` itself."""
+    checks: dict[str, Callable[[Sequence[JSON], Sequence[JSON]], int]] = field(default_factory=dict)
+    """More placement checks, by name: (every node of the round, final pods) -> violations
+    (:mod:`bench.perf_checks`)."""
+    namespace_labels: dict[str, str] = field(default_factory=dict)
+    """Labels of the round's namespace (what a ``namespaceSelector`` of the pods selects)."""
 
     def gang_members(self) -> dict[str, list[str]]:
         """PodGroup name -> its measured pods' names (``spec.schedulingGroup.podGroupName``)."""
@@ -139,7 +176,8 @@ class Churn:
 
     - ``recreate`` (upstream's churn op, mode recreate): every ``interval_s`` a node no pod fits
       on (``pods: 0``), a pod that never fits and a Service are created, and the previous ones deleted.
-    - ``create`` (mode create): every ``interval_s`` one more pod that never fits.
+    - ``create`` (mode create): every ``interval_s`` one more pod that never fits (``fits``: one
+      that does, by preempting: it is not judged by ``unschedulable_bound``).
     - ``delete-init``: the init pods deleted at ``per_second`` (upstream's deletePods op).
     """
 
@@ -147,6 +185,7 @@ class Churn:
     interval_s: float = 1.0
     per_second: float = 50.0
     pod: JSON | None = None
+    fits: bool = False
     node: JSON | None = None
     service: JSON | None = None
 
@@ -774,10 +813,17 @@ def build(
         return gangs(n_nodes, n_pods, run_id, seed, gang_mix)
     if name == topo.NAME:
         return topology_gangs(n_nodes, n_pods, run_id, seed)
-    fn = BUILDERS.get(name)
+    fn = BUILDERS.get(name) or more_builders().get(name)
     if fn is None:
         raise ValueError(f"unknown workload {name!r} (choose from {', '.join(WORKLOADS)})")
     return fn(n_nodes, n_pods, run_id, seed)
+
+
+def more_builders() -> dict[str, Callable[[int, int, str, int], Workload]]:
+    """The builders of UPSTREAM_MORE, imported here (their modules build on this one)."""
+    from bench import perf_event_handling, perf_more  # they import this module
+
+    return {**perf_event_handling.BUILDERS, **perf_more.BUILDERS}
 
 
 def for_scheduler(pods: Iterable[JSON], scheduler_name: str, namespace: str) -> list[JSON]:
@@ -824,6 +870,13 @@ def _tolerates(tolerations: list[JSON], taint: JSON) -> bool:
     return False
 
 
+def _node_tolerated(pod: JSON, node: JSON) -> bool:
+    """Every NoSchedule/NoExecute taint of ``node`` tolerated (a spread's ``nodeTaintsPolicy: Honor``)."""
+    tol = pod["spec"].get("tolerations") or []
+    taints = node["spec"].get("taints") or []
+    return all(_tolerates(tol, t) for t in taints if t.get("effect") in ("NoSchedule", "NoExecute"))
+
+
 def _expr_ok(labels: Mapping[str, str], e: JSON) -> bool:
     op, key, values = e["operator"], e["key"], e.get("values") or []
     if op == "In":
@@ -837,7 +890,9 @@ def _expr_ok(labels: Mapping[str, str], e: JSON) -> bool:
     raise ValueError(f"operator {op} is not checked by the benchmark")
 
 
-def _node_affinity_ok(pod: JSON, labels: Mapping[str, str]) -> bool:
+def _node_affinity_ok(pod: JSON, labels: Mapping[str, str], name: str = "") -> bool:
+    """nodeSelector and required node affinity; ``matchFields`` on ``metadata.name`` (the only
+    field the API allows) against ``name``."""
     sel = pod["spec"].get("nodeSelector") or {}
     if any(labels.get(k) != v for k, v in sel.items()):
         return False
@@ -846,8 +901,12 @@ def _node_affinity_ok(pod: JSON, labels: Mapping[str, str]) -> bool:
     )
     if not req:
         return True
-    terms = req["nodeSelectorTerms"]
-    return any(all(_expr_ok(labels, e) for e in term.get("matchExpressions") or ()) for term in terms)
+    fields = {"metadata.name": name}
+    return any(
+        all(_expr_ok(labels, e) for e in term.get("matchExpressions") or ())
+        and all(_expr_ok(fields, e) for e in term.get("matchFields") or ())
+        for term in req["nodeSelectorTerms"]
+    )
 
 
 def _matches(selector: JSON, labels: Mapping[str, str]) -> bool:
@@ -990,7 +1049,7 @@ def placement(  # noqa: C901, PLR0912, PLR0915 -- one pass over the bound pods, 
             tol = p["spec"].get("tolerations") or []
             if any(not _tolerates(tol, t) for t in taints):
                 violations["taints"] += 1
-            if not _node_affinity_ok(p, labels):
+            if not _node_affinity_ok(p, labels, name):
                 violations["node_affinity"] += 1
 
     # Required anti-affinity: no other pod matching the term's selector in the pod's topology domain
@@ -1031,7 +1090,9 @@ def placement(  # noqa: C901, PLR0912, PLR0915 -- one pass over the bound pods, 
             domains = {
                 (n["metadata"].get("labels") or {})[key]
                 for n in nodes
-                if key in (n["metadata"].get("labels") or {}) and _node_affinity_ok(p, n["metadata"]["labels"])
+                if key in (n["metadata"].get("labels") or {})
+                and _node_affinity_ok(p, n["metadata"]["labels"], n["metadata"]["name"])
+                and (c.get("nodeTaintsPolicy") != "Honor" or _node_tolerated(p, n))
             }
             per_dom = dict.fromkeys(domains, 0)
             for q in bound:
@@ -1042,7 +1103,9 @@ def placement(  # noqa: C901, PLR0912, PLR0915 -- one pass over the bound pods, 
                 d = (by_name[q["spec"]["nodeName"]]["metadata"].get("labels") or {}).get(key)
                 if d in per_dom:
                     per_dom[d] += 1
-            skew = max(per_dom.values()) - min(per_dom.values()) if per_dom else 0
+            # fewer domains than minDomains: the global minimum is 0 (PodTopologySpread's rule)
+            floor = 0 if len(per_dom) < int(c.get("minDomains") or 1) else min(per_dom.values(), default=0)
+            skew = max(per_dom.values()) - floor if per_dom else 0
             label = f"{key}/{ident[1]}"
             max_skews[label] = skew
             if skew > int(c["maxSkew"]):

@@ -4,7 +4,10 @@ Not timed tests: each workload runs once at 20 nodes / 40 measured pods with our
 session's real control plane, and the checks are correctness ones: every measured and init pod
 bound, zero constraint violations (spread, affinity, anti-affinity, taints, resources, DRA devices),
 gated and never-fitting pods left pending, churn and preemption really happening, and the suite's
-table and JSON carrying every workload. One workload also runs against kube-scheduler so the
+table and JSON carrying every workload. The rest of upstream's scheduler_perf workloads
+(``workloads.UPSTREAM_MORE``: event_handling's scripts and the others) run as a second suite at
+upstream's integration-test size (10 nodes / 20 pods), their scripts' events checked to have
+happened and no pod bound before the event that could unblock it. One workload also runs against kube-scheduler so the
 ratio columns stay wired. The numbers themselves only mean something from ``python -m bench.run``
 on a quiet machine.
 """
@@ -27,12 +30,22 @@ from tests.conftest import LEASE_SECONDS
 pytestmark = pytest.mark.timeout(240)
 
 NODES, PODS = 20, 40
+#: The UPSTREAM_MORE suite's size: upstream's integration-test variants are this small (2Nodes_20Pods,
+#: 1Node_10Pods, 5Nodes), and event_handling's scripts make six groups of ``pods`` each.
+MORE_NODES, MORE_PODS = 10, 20
+FIRST_SUITE = workloads.UPSTREAM + workloads.OURS
 
 
 @pytest.fixture(scope="module")
 def suite(control_plane: ControlPlane) -> dict[str, Any]:
     opts = bench_run.Options(nodes=NODES, pods=PODS, workload="", schedulers=["custom"], stall=15.0)
-    return bench_run.run_suite(opts, workloads.WORKLOADS, cp=control_plane, log=lambda msg: None)
+    return bench_run.run_suite(opts, FIRST_SUITE, cp=control_plane, log=lambda msg: None)
+
+
+@pytest.fixture(scope="module")
+def more_suite(control_plane: ControlPlane) -> dict[str, Any]:
+    opts = bench_run.Options(nodes=MORE_NODES, pods=MORE_PODS, workload="", schedulers=["custom"], stall=15.0)
+    return bench_run.run_suite(opts, workloads.UPSTREAM_MORE, cp=control_plane, log=lambda msg: None)
 
 
 def _custom(suite: dict[str, Any], name: str) -> dict[str, Any]:
@@ -40,14 +53,29 @@ def _custom(suite: dict[str, Any], name: str) -> dict[str, Any]:
     return r
 
 
-def _expected_measured(name: str) -> int:
-    return len(workloads.build(name, NODES, PODS, "x").pods)
+def _expected_measured(name: str, nodes: int = NODES, pods: int = PODS) -> int:
+    return len(workloads.build(name, nodes, pods, "x").pods)
 
 
-@pytest.mark.parametrize("name", workloads.WORKLOADS)
+@pytest.mark.parametrize("name", FIRST_SUITE)
 def test_every_workload_binds_its_measured_pods_without_violations(suite: dict[str, Any], name: str) -> None:
-    r = _custom(suite, name)
-    want = _expected_measured(name)
+    _assert_bound_without_violations(_custom(suite, name), name, _expected_measured(name))
+
+
+@pytest.mark.parametrize("name", workloads.UPSTREAM_MORE)
+def test_every_scheduler_perf_workload_binds_its_measured_pods_without_violations(
+    more_suite: dict[str, Any], name: str
+) -> None:
+    r = _custom(more_suite, name)
+    _assert_bound_without_violations(r, name, _expected_measured(name, MORE_NODES, MORE_PODS))
+    assert r["attempts_per_bound"] > 0, "read from the scheduler's /metrics"
+    if workloads.build(name, MORE_NODES, MORE_PODS, "x").steps:
+        assert r["script"]["failed"] == "", r["script"]
+        assert r["script"]["errors"] == 0, r["script"]
+        assert "held_bound" in r["placement"]["violations"]
+
+
+def _assert_bound_without_violations(r: dict[str, Any], name: str, want: int) -> None:
     assert want > 0
     assert r["workload"] == name
     assert r["bound"] == r["pods"] == want, f"bound {r['bound']}/{want}; log tail:\n{r.get('log_tail', '')}"
@@ -94,10 +122,38 @@ def test_preemption_evicts_a_whole_node_of_low_priority_pods_per_measured_pod(su
     assert r["preempted"] == 4 * r["bound"]
 
 
-def test_suite_table_has_a_row_per_workload(suite: dict[str, Any]) -> None:
-    table = bench_run.render_suite_markdown(suite)
-    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| workload")]
-    assert [row.split("|")[1].strip() for row in rows] == list(workloads.WORKLOADS)
+@pytest.mark.parametrize(
+    ("name", "checks"),
+    [
+        ("EventHandlingPodDelete", ("host_ports", "volume_shared", "volume_limits", "held_bound")),
+        ("EventHandlingNodeAdd", ("pod_affinity", "held_bound")),
+        ("HostPortConflict", ("host_ports",)),
+        ("SchedulingGatedPodsWithPodAffinityImpactForThroughput", workloads.PENDING_CHECKS),
+        ("PreemptionAsync", workloads.PENDING_CHECKS),
+    ],
+)
+def test_scheduler_perf_checks_are_run(more_suite: dict[str, Any], name: str, checks: tuple[str, ...]) -> None:
+    assert set(checks) <= _custom(more_suite, name)["placement"]["violations"].keys()
+
+
+def test_event_handling_events_happened(more_suite: dict[str, Any]) -> None:
+    """The scripts' unblocking events all went through: blockers deleted, pods and nodes updated
+    (20 pods a group: PodDelete's 2 nodes and 19 blockers a group, NodeUpdate's 2 nodes a group)."""
+    assert _custom(more_suite, "EventHandlingPodDelete")["script"]["deleted"] == 2 * 19
+    # tolerations added to two groups, blockers relabelled and resized, gates removed
+    assert _custom(more_suite, "EventHandlingPodUpdate")["script"]["updated"] == 5 * MORE_PODS
+    # uncordoned, grown, labelled, re-tainted
+    assert _custom(more_suite, "EventHandlingNodeUpdate")["script"]["updated"] == 4 * 2
+    churn = _custom(more_suite, "PreemptionAsync")["churn"]
+    assert churn["pods_created"] >= 1
+    assert churn["never_fit_pods"] == 0, "the preemptors fit: not judged as never-fitting"
+
+
+def test_suite_table_has_a_row_per_workload(suite: dict[str, Any], more_suite: dict[str, Any]) -> None:
+    for report, names in ((suite, FIRST_SUITE), (more_suite, workloads.UPSTREAM_MORE)):
+        table = bench_run.render_suite_markdown(report)
+        rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| workload")]
+        assert [row.split("|")[1].strip() for row in rows] == list(names)
 
 
 def test_both_schedulers_and_the_ratio_columns(control_plane: ControlPlane) -> None:
