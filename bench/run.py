@@ -74,7 +74,7 @@ import orjson
 
 from bench import kwok_nodes, perf_more, script, script_run, topology, workloads
 from custom_scheduler.devenv import cluster, kwok
-from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port
+from custom_scheduler.devenv.controlplane import ControlPlane, find_binaries, free_port, signals_as_exit
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 
@@ -1636,4 +1636,7 @@ def rep_opts(report: dict[str, Any]) -> Options:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # SIGTERM unwinds the stack like Ctrl-C, so each finally stops the control plane, kwok and the
+    # scheduler it started (by PID); Python's default SIGTERM would leave them running.
+    with signals_as_exit():
+        raise SystemExit(main())
