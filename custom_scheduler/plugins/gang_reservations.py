@@ -356,9 +356,9 @@ class GangReservations:
     def restore(self) -> list[rv.Reservation]:
         """Rebuild the book from the reservations written on the PodGroups, once per process (the
         first cycle of a new leader after a failover or restart; offline tools reading a cluster or
-        a snapshot): each one not yet expired whose gang is still short of its quorum. An expired
-        or fulfilled one's annotation is removed; a value that is not a reservation (malformed, or
-        another writer's) is logged and left alone."""
+        a snapshot): each one not yet expired whose gang is still short of its quorum and has
+        members waiting. An expired, fulfilled or memberless one's annotation is removed; a value
+        that is not a reservation (malformed, or another writer's) is logged and left alone."""
         if not self.book.claim_restore():
             return []
         now = self._clock()
@@ -371,7 +371,10 @@ class GangReservations:
             if isinstance(rec, ra.Invalid):
                 log.warning("gang_reservation_annotation_ignored", group=group, why=rec.why)
                 continue
-            if rec.expires <= now or not pg.gang or len(self.gangs.placed(pg)) >= pg.min_count:
+            # Only a gang that still waits keeps its room: one already placed, or whose pods are
+            # gone (a Job deleted, its namespace terminating), would hold capacity for nobody.
+            waiting = bool(self.gangs.unplaced(pg))
+            if rec.expires <= now or not pg.gang or len(self.gangs.placed(pg)) >= pg.min_count or not waiting:
                 self.writes.put(group, None)
                 continue
             r = rec.reservation(group)
