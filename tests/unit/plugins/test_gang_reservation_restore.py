@@ -108,9 +108,11 @@ def _written(start: float, expires: float, holder: str = "old-leader") -> str:
     return ra.encode(r, holder)
 
 
-def _restarted(annotation: str | None, *, min_count: int = 1, bound: bool = False, basic: bool = False) -> Any:
+def _restarted(
+    annotation: str | None, *, min_count: int = 1, bound: bool = False, basic: bool = False, gone: bool = False
+) -> Any:
     """A new leader's plugin over the setup's nodes, whose store has the gang's PodGroup carrying
-    ``annotation`` (and its member, bound to n2 when ``bound``)."""
+    ``annotation`` (and its member, bound to n2 when ``bound``, deleted when ``gone``)."""
     pl, h, clock, timers = _setup()
     b = make_pod_group("g", "ns", min_count=min_count)
     if basic:
@@ -121,6 +123,8 @@ def _restarted(annotation: str | None, *, min_count: int = 1, bound: bool = Fals
     if bound:
         member = make_pod("m0", "ns").uid("m0").req_named({GPU: "8"}).scheduling_group("g")
         h.gangs.member_updated(h.gangs.members(h.gangs.groups()[0])[0], member.node("n2").build())
+    if gone:
+        h.gangs.member_deleted(h.gangs.members(h.gangs.groups()[0])[0])
     client = _Client()
     _writing(pl, h, client)
     return pl, h, clock, timers, client
@@ -134,6 +138,7 @@ def _restarted(annotation: str | None, *, min_count: int = 1, bound: bool = Fals
         pytest.param(_written(1040.0, 1000.0), {}, False, True, "", id="expired"),
         pytest.param(_written(1040.0, 1600.0), {"bound": True}, False, True, "", id="gang-already-placed"),
         pytest.param(_written(1040.0, 1600.0), {"basic": True}, False, True, "", id="no-longer-a-gang"),
+        pytest.param(_written(1040.0, 1600.0), {"gone": True}, False, True, "", id="no-member-waits"),
         pytest.param("{not json", {}, False, False, "not JSON", id="malformed"),
         pytest.param('{"owner": "kueue"}', {}, False, False, "version must be 1", id="foreign"),
         pytest.param(None, {}, False, False, "", id="none-written"),
