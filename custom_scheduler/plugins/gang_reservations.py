@@ -373,7 +373,10 @@ class GangReservations:
                 continue
             # Only a gang that still waits keeps its room: one already placed, or whose pods are
             # gone (a Job deleted, its namespace terminating), would hold capacity for nobody.
-            waiting = bool(self.gangs.unplaced(pg))
+            # Offline (no API client: explain, simulate) a snapshot may hold the PodGroup without
+            # its members, and the reservation is still what the daemon enforces: keep it.
+            offline = getattr(self.handle, "client", None) is None
+            waiting = offline or bool(self.gangs.unplaced(pg))
             if rec.expires <= now or not pg.gang or len(self.gangs.placed(pg)) >= pg.min_count or not waiting:
                 self.writes.put(group, None)
                 continue
