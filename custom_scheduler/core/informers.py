@@ -135,6 +135,9 @@ class Informer(Generic[T]):
         # (uid or namespace/name, resourceVersion) of objects already reported as skipped.
         self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.skipped = 0  # every skip, reported or not (for tests and debugging)
+        # Bumped on every change to the store: readers that keep something derived from many
+        # objects (sums over namespace labels) know when to recompute.
+        self.version = 0
         self.name = name
         self.reflector = Reflector(
             client,
@@ -176,6 +179,7 @@ class Informer(Generic[T]):
         with self._lock:
             old_store = self.store
             self.store = fresh
+            self.version += 1
         for k, old in old_store.items():
             if k not in fresh:
                 self._deliver("on_delete", self._sink.on_delete, old)
@@ -202,6 +206,7 @@ class Informer(Generic[T]):
                 self.store.pop(k, None)
             else:
                 self.store[k] = obj
+            self.version += 1
         if kind == "DELETED":
             self._deliver("on_delete", self._sink.on_delete, prev if prev is not None else obj)
         elif prev is None:
@@ -234,6 +239,7 @@ class Informer(Generic[T]):
             for k in (uid, name, f"{ns}/{name}"):
                 if isinstance(k, str) and k in self.store:
                     prev = self.store.pop(k)
+                    self.version += 1
                     break
             else:
                 return

@@ -36,6 +36,7 @@ class SnapshotHandle:
         profile_name: str,
         client: ClusterClient | None = None,
         namespace_labels: Callable[[str], Mapping[str, str] | None] | None = None,
+        namespace_version: Callable[[], int] | None = None,
         default_spread_selector: Callable[[Pod], Selector | None] | None = None,
         volumes: VolumeStore | None = None,
         dra: DRAStore | None = None,
@@ -53,6 +54,7 @@ class SnapshotHandle:
         self._profile = profile_name
         self._client = client
         self._ns = namespace_labels or (lambda ns: None)
+        self._ns_version = namespace_version or (lambda: 0)
         self._spread = default_spread_selector or (lambda pod: None)
         self._volumes = volumes if volumes is not None else VolumeStore()
         self._dra = dra if dra is not None else DRAStore()
@@ -90,6 +92,9 @@ class SnapshotHandle:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self._ns(namespace)
+
+    def namespace_labels_version(self) -> int:
+        return self._ns_version()
 
     def default_spread_selector(self, pod: Pod) -> Selector | None:
         return self._spread(pod)

@@ -313,6 +313,11 @@ class Handle(DryRunner, Protocol):
         """Labels of a namespace (for affinity ``namespaceSelector``); None when unknown."""
         ...
 
+    def namespace_labels_version(self) -> int:
+        """A number that changes whenever any namespace's labels may have changed (fixed offline):
+        sums that read namespace labels are kept across cycles only while it stays the same."""
+        ...
+
     def pdbs(self) -> Sequence[PodDisruptionBudget]:
         """Every PodDisruptionBudget in the cluster (preemption prefers victims that keep them)."""
         ...

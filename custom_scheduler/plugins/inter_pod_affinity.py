@@ -178,8 +178,14 @@ def _incoming_key(pod: Pod, ns_labels: NamespaceLabels) -> Any:
 
 def _reads_namespace_labels(terms: Sequence[AffinityTerm]) -> bool:
     """Whether matching these terms against *existing* pods reads other namespaces' labels, which
-    can change without any node changing: such sums are not kept across cycles."""
+    can change without any node changing: such sums are kept only while no namespace changed."""
     return any(not t.namespace_selector.nothing for t in terms)
+
+
+def _namespaces_read(terms: Sequence[AffinityTerm], version: int) -> int | None:
+    """For a key of kept sums: the namespace labels' version when ``terms`` read other namespaces'
+    labels (a relabelled namespace starts those sums afresh), else None (they never go stale)."""
+    return version if _reads_namespace_labels(terms) else None
 
 
 def _existing_anti_row(
@@ -293,6 +299,8 @@ class InterPodAffinity:
         self._args = args or InterPodAffinityArgs()
         self._handle = handle
         self._terms = TermCache()
+        # The hints' own cache: they run on the informers' thread, this cache's on the scheduler's.
+        self._hint_terms = TermCache()
         self._tally = arrays.RowTally()
 
     def sign_pod(self, pod: Pod) -> signers.Fragments | None:
@@ -309,15 +317,18 @@ class InterPodAffinity:
         def ns_labels(namespace: str) -> Mapping[str, str]:
             return self._handle.namespace_labels(namespace) or {}
 
+        def terms_of(pod: Pod) -> PodTerms:
+            return self._hint_terms.get(pod)
+
         pods = ce.ClusterEvent(ce.Resource.ASSIGNED_POD, ce.Action.ADD | ce.Action.UPDATE_POD_LABEL | ce.Action.DELETE)
         return [
             ce.ClusterEventWithHint(
-                pods, lambda p, o, n: pod_hints.affinity_after_assigned_pod_change(p, o, n, ns_labels)
+                pods, lambda p, o, n: pod_hints.affinity_after_assigned_pod_change(p, o, n, ns_labels, terms_of)
             ),
             ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_LABEL)),
             ce.ClusterEventWithHint(
                 ce.ClusterEvent(ce.Resource.NODE, ce.Action.ADD | ce.Action.UPDATE_NODE_LABEL),
-                pod_hints.affinity_after_node_change,
+                lambda p, o, n: pod_hints.affinity_after_node_change(p, o, n, terms_of),
             ),
         ]
 
@@ -328,6 +339,8 @@ class InterPodAffinity:
             terms = self._terms.get(pod, strict=True)
         except SelectorError as e:
             return Status.unresolvable(f"parsing pod: {e}")
+        # Read before any namespace label: kept sums never outlive the labels they were computed from.
+        ns_version = self._handle.namespace_labels_version()
         ns_labels = NamespaceLabels(self._handle)
         all_nodes = self._handle.snapshot_nodes()
         snap = self._memo_snapshot(all_nodes)
@@ -338,7 +351,7 @@ class InterPodAffinity:
             existing_anti = self._tally.totals(key, snap.arrays, all_nodes, anti_row)
         else:
             existing_anti = _sum_rows(anti_row, self._nodes_with(all_nodes, anti=True))
-        affinity, anti = self._incoming_counts(terms, pod, all_nodes, ns_labels, snap)
+        affinity, anti = self._incoming_counts(terms, pod, all_nodes, ns_labels, snap, ns_version)
         s = _FilterState(
             terms,
             _PairCounts(existing_anti),
@@ -373,6 +386,7 @@ class InterPodAffinity:
         nodes: Sequence[NodeInfo],
         ns_labels: NamespaceLabels,
         snap: Snapshot | None,
+        ns_version: int,
     ) -> tuple[dict[Pair, int], dict[Pair, int]]:
         """Existing pods matching all of the incoming pod's required affinity terms, and each of
         its required anti-affinity terms, per topology pair."""
@@ -381,8 +395,9 @@ class InterPodAffinity:
             return {}, {}
         row = _incoming_row(req_aff, req_anti, ns_labels)
         totals: dict[Any, int]
-        if snap is not None and not _reads_namespace_labels(req_aff + req_anti):
-            totals = self._tally.totals(("incoming", pod.namespace, req_aff, req_anti), snap.arrays, nodes, row)
+        if snap is not None:
+            key = ("incoming", pod.namespace, req_aff, req_anti, _namespaces_read(req_aff + req_anti, ns_version))
+            totals = self._tally.totals(key, snap.arrays, nodes, row)
         else:
             totals = _sum_rows(row, nodes)
         affinity: dict[Pair, int] = {}
@@ -460,6 +475,7 @@ class InterPodAffinity:
         if self._args.ignore_preferred_terms_of_existing_pods and not has_preferred:
             state.write(_SCORE_KEY, _ScoreState({}))
             return SKIP
+        ns_version = self._handle.namespace_labels_version()  # before any label, as in pre_filter
         ns_labels = NamespaceLabels(self._handle)
         hard_weight = self._args.hard_pod_affinity_weight
         all_nodes = self._handle.snapshot_nodes()
@@ -467,8 +483,9 @@ class InterPodAffinity:
         row = _score_row(self._terms, terms, pod, ns_labels, hard_weight, has_preferred)
         preferred = terms.preferred_affinity + terms.preferred_anti_affinity
         totals: dict[Any, int]
-        if snap is not None and not _reads_namespace_labels(preferred):
-            memo_key = ("score", _incoming_key(pod, ns_labels), has_preferred, preferred, hard_weight)
+        if snap is not None:
+            read = _namespaces_read(preferred, ns_version)
+            memo_key = ("score", _incoming_key(pod, ns_labels), has_preferred, preferred, hard_weight, read)
             totals = self._tally.totals(memo_key, snap.arrays, all_nodes, row)
         else:
             # Without preferred terms of its own, only existing pods with affinity can contribute.

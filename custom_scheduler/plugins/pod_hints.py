@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.framework.cluster_events import Hint
-from custom_scheduler.plugins.affinity_terms import AffinityTerm, compile_pod_terms
+from custom_scheduler.plugins.affinity_terms import AffinityTerm, PodTerms, compile_pod_terms
 from custom_scheduler.plugins.spread_tally import Constraint
 
 NamespaceLabels = Callable[[str], Mapping[str, str]]
+TermsOf = Callable[[Pod], PodTerms]
 
 
 def _bound_or_nominated(p: Pod | None) -> bool:
@@ -41,10 +42,18 @@ def _any_match(terms: Sequence[AffinityTerm], p: Pod, ns: NamespaceLabels) -> bo
     return any(t.matches(p, ns) for t in terms)
 
 
-def affinity_after_assigned_pod_change(pod: Pod, old: Pod | None, new: Pod | None, ns: NamespaceLabels) -> Hint:
+def _compile(pod: Pod) -> PodTerms:
+    return compile_pod_terms(pod, strict=False)
+
+
+def affinity_after_assigned_pod_change(
+    pod: Pod, old: Pod | None, new: Pod | None, ns: NamespaceLabels, terms_of: TermsOf = _compile
+) -> Hint:
+    """``terms_of`` gives a pod's compiled terms (the plugin passes its cache: every assigned pod's
+    event asks this of every pod InterPodAffinity rejected, so compiling each time dominated)."""
     if not (_bound_or_nominated(old) and _bound_or_nominated(new)):
         return Hint.SKIP
-    terms = compile_pod_terms(pod, strict=False)
+    terms = terms_of(pod)
     affinity, anti = terms.required_affinity, terms.required_anti_affinity
     if old is not None and new is not None:  # relabelled
         if not _all_match(affinity, old, ns) and _all_match(affinity, new, ns):
@@ -55,12 +64,12 @@ def affinity_after_assigned_pod_change(pod: Pod, old: Pod | None, new: Pod | Non
     assert old is not None  # deleted: a pod the rejected one repelled, or that repelled it
     if _any_match(anti, old, ns):
         return Hint.QUEUE
-    theirs = compile_pod_terms(old, strict=False).required_anti_affinity
+    theirs = terms_of(old).required_anti_affinity
     return Hint.QUEUE if _any_match(theirs, pod, ns) else Hint.SKIP
 
 
-def affinity_after_node_change(pod: Pod, old: Node | None, new: Node) -> Hint:
-    terms = compile_pod_terms(pod, strict=False)
+def affinity_after_node_change(pod: Pod, old: Node | None, new: Node, terms_of: TermsOf = _compile) -> Hint:
+    terms = terms_of(pod)
     for t in terms.required_affinity:
         if old is None:
             if t.topology_key in new.labels:

@@ -62,7 +62,7 @@ NAME = "PodTopologySpread"
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 
-LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_HOSTNAME = spread_tally.LABEL_HOSTNAME
 LABEL_ZONE = "topology.kubernetes.io/zone"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
@@ -253,7 +253,7 @@ class _ScoreState:
     ignored: frozenset[str] = frozenset()
     counts: tuple[dict[str, int], ...] = ()  # per constraint, domain -> matching pods (not hostname)
     weights: tuple[float, ...] = ()
-    namespace: str = ""
+    counters: tuple[spread_tally.Counter, ...] = ()  # per constraint, a node's matching pods
 
 
 _FILTER_KEY: StateKey[_FilterState] = StateKey("PreFilter" + NAME)
@@ -274,6 +274,8 @@ class PodTopologySpread:
         self._system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self._defaults = SYSTEM_DEFAULT_CONSTRAINTS if self._system_defaulted else args.default_constraints
         self._tally = arrays.RowTally()
+        self._matches = spread_tally.MatchCounts()
+        self._hint_cache: dict[str, tuple[Pod, list[Constraint]]] = {}  # uid -> (pod, hard constraints)
         self._domain_ids = arrays.RowMemo()
         self._domains: dict[str, dict[str | None, int]] = {}  # topology key -> value -> id (None, 0: no label)
 
@@ -293,7 +295,7 @@ class PodTopologySpread:
         own labels and tolerations (see :mod:`.pod_hints`)."""
 
         def constraints(pod: Pod) -> list[Constraint]:
-            return self._constraints(pod, DO_NOT_SCHEDULE)
+            return self._hint_constraints(pod)
 
         pods = ce.ClusterEvent(ce.Resource.ASSIGNED_POD, ce.Action.ADD | ce.Action.UPDATE_POD_LABEL | ce.Action.DELETE)
         target = ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_TOLERATION | ce.Action.UPDATE_POD_LABEL)
@@ -427,12 +429,35 @@ class PodTopologySpread:
                     counts[i].setdefault(node.labels.get(k, ""), 0)
         scored = len(nodes) - len(ignored)
         weights = tuple(math.log((scored if k == LABEL_HOSTNAME else len(counts[i])) + 2) for i, k in enumerate(keys))
+        counters = tuple(self._matches.counter(c.selector, pod.namespace) for c in constraints)
         if any(counts):
-            spread_tally.count_domains_for_scoring(pod, constraints, counts, all_nodes, require_all=require_all)
-        state.write(
-            _SCORE_KEY, _ScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights, pod.namespace)
-        )
+            self._score_counts(pod, constraints, counts, all_nodes, require_all, counters)
+        state.write(_SCORE_KEY, _ScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights, counters))
         return SUCCESS
+
+    def _score_counts(
+        self,
+        pod: Pod,
+        constraints: Sequence[Constraint],
+        counts: list[dict[str, int]],
+        all_nodes: Sequence[NodeInfo],
+        require_all: bool,
+        counters: Sequence[spread_tally.Counter],
+    ) -> None:
+        """Fill PreScore's per-domain counts: kept across cycles on the daemon's snapshot (only the
+        nodes that changed since the last pod of the same kind are re-read), else one pass."""
+        snap = arrays.snapshot_of(self._handle)
+        if snap is None or snap.node_list is not all_nodes:
+            spread_tally.count_domains_for_scoring(
+                pod, constraints, counts, all_nodes, require_all=require_all, counters=counters
+            )
+            return
+        row = spread_tally.scoring_contribution_fn(pod, constraints, require_all, counters)
+        key = ("score", require_all, spread_tally.tally_key(pod, constraints))
+        totals = self._tally.totals(key, snap.arrays, all_nodes, row)
+        for i, by_value in enumerate(counts):
+            for value in by_value:
+                by_value[value] = totals.get((i, value), 0)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         s = state.read(_SCORE_KEY)
@@ -444,10 +469,7 @@ class PodTopologySpread:
             value = node.labels.get(c.topology_key)
             if value is None:
                 continue
-            if c.topology_key == LABEL_HOSTNAME:
-                n = spread_tally.count_on_node(node_info, c.selector, s.namespace)
-            else:
-                n = s.counts[i].get(value, 0)
+            n = s.counters[i](node_info) if c.topology_key == LABEL_HOSTNAME else s.counts[i].get(value, 0)
             total += n * s.weights[i] + (c.max_skew - 1)
         return _go_round(total)
 
@@ -488,6 +510,23 @@ class PodTopologySpread:
         ).items():
             by_domain[i][value] = n
         return by_domain
+
+    def _hint_constraints(self, pod: Pod) -> list[Constraint]:
+        """The hard constraints the hints read, compiled once per version of a pod that has its
+        own (every assigned pod's event asks the hints of every pod this plugin rejected); the
+        defaults are not kept, since their selector follows the pod's Services and controllers."""
+        if not pod.topology_spread_constraints:
+            return self._constraints(pod, DO_NOT_SCHEDULE)
+        hit = self._hint_cache.get(pod.uid)
+        if hit is not None and (
+            hit[0] is pod or (pod.resource_version and hit[0].resource_version == pod.resource_version)
+        ):
+            return hit[1]
+        compiled = self._constraints(pod, DO_NOT_SCHEDULE)
+        if len(self._hint_cache) >= 20_000:
+            self._hint_cache.clear()
+        self._hint_cache[pod.uid] = (pod, compiled)
+        return compiled
 
     def _constraints(self, pod: Pod, action: str) -> list[Constraint]:
         """The pod's constraints for ``action``, or the defaults when the pod has none at all."""

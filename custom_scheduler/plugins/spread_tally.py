@@ -11,6 +11,7 @@ namespace, not terminating, and matches the selector. The plugin keeps the skew 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from custom_scheduler.framework.types import NodeInfo
 from custom_scheduler.plugins import node_affinity
 
 _NO_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+LABEL_HOSTNAME = "kubernetes.io/hostname"  # counted per node at Score, not per domain at PreScore
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +129,45 @@ def count_domains_for_scoring(
     nodes: Sequence[NodeInfo],
     *,
     require_all: bool,
+    counters: Sequence[Counter] | None = None,
 ) -> None:
     """PreScore's pass over all nodes, filling ``counts`` for the domains present among the
     feasible nodes (hostname constraints are counted per node at Score)."""
+    for (i, value), n in _sum(scoring_contribution_fn(pod, constraints, require_all, counters), nodes).items():
+        if value in counts[i]:
+            counts[i][value] += n
+
+
+def scoring_contribution_fn(
+    pod: Pod, constraints: Sequence[Constraint], require_all: bool, counters: Sequence[Counter] | None = None
+) -> Callable[[NodeInfo], arrays.Entries]:
+    """One node's part of PreScore's sums: ((constraint index, domain value), matching pods) for
+    each constraint other than hostname the node counts for (with ``require_all``, only nodes
+    carrying every key count; otherwise a node without the key counts in the domain "", as
+    upstream reads a missing label as "")."""
+    keys = [c.topology_key for c in constraints]
     included = inclusion(pod)
-    for ni, node in scored_nodes(nodes, [c.topology_key for c in constraints], require_all=require_all):
-        active: list[tuple[Selector, dict[str, int], str]] = []
-        for i, c in enumerate(constraints):
-            value = node.labels.get(c.topology_key, "")
-            if value in counts[i] and included(c, node):
-                active.append((c.selector, counts[i], value))
-        for selector, d, value in active:
-            d[value] += count_on_node(ni, selector, pod.namespace)
+    count: Sequence[Counter] = counters or [_plain_counter(c.selector, pod.namespace) for c in constraints]
+    active = [(i, c) for i, c in enumerate(constraints) if c.topology_key != LABEL_HOSTNAME]
+
+    def contribution(ni: NodeInfo) -> arrays.Entries:
+        node = ni.node
+        if node is None or not active:
+            return ()
+        labels = node.labels
+        if require_all and any(k not in labels for k in keys):
+            return ()
+        return tuple(((i, labels.get(c.topology_key, "")), count[i](ni)) for i, c in active if included(c, node))
+
+    return contribution
+
+
+def _sum(row: Callable[[NodeInfo], arrays.Entries], nodes: Sequence[NodeInfo]) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    for ni in nodes:
+        for k, v in row(ni):
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def scored_nodes(
@@ -161,3 +190,52 @@ def count_on_node(node_info: NodeInfo, selector: Selector, namespace: str) -> in
     return sum(
         1 for p in node_info.pods.values() if p.namespace == namespace and not p.deleting and selector.matches(p.labels)
     )
+
+
+#: A node's matching pods for one (selector, namespace).
+Counter = Callable[[NodeInfo], int]
+
+
+def _plain_counter(selector: Selector, namespace: str) -> Counter:
+    return lambda ni: count_on_node(ni, selector, namespace)
+
+
+class MatchCounts:
+    """Per node, how many of its pods match a (selector, namespace), kept while the node's
+    generation stays the same.
+
+    Why: PreScore sums these over every node and Score reads each feasible node's hostname count,
+    for every pod; replicas of one workload ask about the same selector, and between two of them
+    only the node that took the last one changed, so recounting every node's pods (what the
+    profile of DefaultTopologySpreading showed as half the cycle) is wasted. A NodeInfo whose
+    generation is 0 (built by hand, never through the cache) is always recounted; the pod count
+    is checked too, as a guard against a mutated copy that kept its generation.
+    """
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._by_key: OrderedDict[tuple[Selector, str], dict[str, tuple[int, int, int]]] = OrderedDict()
+
+    def counter(self, selector: Selector, namespace: str) -> Counter:
+        key = (selector, namespace)
+        known = self._by_key.get(key)
+        if known is None:
+            known = self._by_key[key] = {}
+            if len(self._by_key) > self._size:
+                self._by_key.popitem(last=False)
+        else:
+            self._by_key.move_to_end(key)
+
+        def count(ni: NodeInfo) -> int:
+            gen = ni.generation
+            if gen <= 0:
+                return count_on_node(ni, selector, namespace)
+            name = ni.name
+            hit = known.get(name)
+            if hit is not None and hit[0] == gen and hit[1] == len(ni.pods):
+                return hit[2]
+            n = count_on_node(ni, selector, namespace)
+            known[name] = (gen, len(ni.pods), n)
+            return n
+
+        return count

@@ -303,6 +303,7 @@ class App:
             inputs.snapshot,
             client=None if self.dry_run else self.client,
             namespace_labels=self._namespace_labels,
+            namespace_version=lambda: self.namespaces.version,
             default_spread_selector=self.selectors.for_pod,
             volumes=self.volumes,
             dra=self.dra,

@@ -72,6 +72,19 @@ def test_watch_events_update_store() -> None:
     assert inf.list() == []
 
 
+def test_every_store_change_moves_the_version() -> None:
+    """Readers keep sums over namespace labels keyed by this version: each relist and each watch
+    event must move it, or a relabelled namespace would go unseen."""
+    inf = _informer(RecordingSink())
+    seen = [inf.version]
+    inf.replace([_doc("a", "1")], "10")
+    seen.append(inf.version)
+    for kind, rv in (("ADDED", "2"), ("MODIFIED", "3"), ("DELETED", "4")):
+        inf.on_event(kind, _doc("b", rv))
+        seen.append(inf.version)
+    assert seen == sorted(set(seen)), seen
+
+
 def test_malformed_object_is_skipped_not_fatal() -> None:
     sink = RecordingSink()
     inf = _informer(sink)

@@ -162,6 +162,9 @@ class FakeHandle:
         self.namespace_lookups += 1
         return self.namespaces.get(namespace)
 
+    def namespace_labels_version(self) -> int:
+        return 0
+
     def default_spread_selector(self, pod: Pod) -> Selector | None:
         return self.spread_selector
 

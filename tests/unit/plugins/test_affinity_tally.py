@@ -107,3 +107,60 @@ def test_kept_sums_equal_a_plain_pass(ops: list[tuple[Any, ...]]) -> None:
         plain = ipa.InterPodAffinity(None, SnapshotHandle(plain_snap, profile_name="t"))
         for incoming in INCOMING:
             assert _states(kept, incoming, snap) == _states(plain, incoming, plain_snap), (incoming.name, op)
+
+
+def _ns_term(app: str, key: str, team: str) -> dict[str, Any]:
+    return {**_term(app, key), "namespaceSelector": {"matchLabels": {"team": team}}}
+
+
+NS_INCOMING = [
+    make_pod("pref-ns").label("app", "web").pod_affinity("podAffinity", _ns_term("db", ZONE, "a"), weight=4).build(),
+    make_pod("anti-ns").label("app", "web").pod_affinity("podAntiAffinity", _ns_term("web", ZONE, "b")).build(),
+    make_pod("req-ns").label("app", "web").pod_affinity("podAffinity", _ns_term("db", ZONE, "a")).build(),
+]
+NS_OPS = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 5), st.integers(0, 4), st.sampled_from(["default", "other"])),
+    st.tuples(st.just("remove"), st.integers(0, 40)),
+    st.tuples(st.just("team"), st.sampled_from(["default", "other"]), st.sampled_from(["a", "b", None])),
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(NS_OPS, max_size=20))
+def test_kept_sums_over_namespace_selectors_follow_namespace_labels(ops: list[tuple[Any, ...]]) -> None:
+    """Terms with a namespaceSelector read other namespaces' labels: their kept sums are keyed by
+    the namespace labels' version, so relabelling a namespace (no node changes) is seen at once."""
+    cache = Cache()
+    for i in range(6):
+        cache.add_node(_node(i, ["z1", "z2"][i % 2]))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    teams: dict[str, dict[str, str]] = {"default": {"team": "a"}, "other": {"team": "b"}}
+    version = [1]
+    kept = ipa.InterPodAffinity(
+        None,
+        SnapshotHandle(snap, profile_name="t", namespace_labels=teams.get, namespace_version=lambda: version[0]),
+    )
+    pods: list[Any] = []
+    for step, op in enumerate([("none",), *ops]):
+        if op[0] == "add":
+            b = make_pod(f"e{step}", namespace=op[3]).label("app", ["db", "web"][op[2] % 2])
+            pod = b.node(f"n{op[1]}").build()
+            cache.add_pod(pod)
+            pods.append(pod)
+        elif op[0] == "remove" and pods:
+            cache.remove_pod(pods.pop(op[1] % len(pods)))
+        elif op[0] == "team":
+            teams[op[1]] = {"team": op[2]} if op[2] else {}
+            version[0] += 1
+        cache.update_snapshot(snap)
+        plain_snap = Snapshot(
+            node_infos=snap.node_infos,
+            node_list=snap.node_list,
+            positions=snap.positions,
+            affinity_nodes=snap.affinity_nodes,
+            anti_affinity_nodes=snap.anti_affinity_nodes,
+        )
+        plain = ipa.InterPodAffinity(None, SnapshotHandle(plain_snap, profile_name="t", namespace_labels=teams.get))
+        for incoming in NS_INCOMING:
+            assert _states(kept, incoming, snap) == _states(plain, incoming, plain_snap), (incoming.name, op)
