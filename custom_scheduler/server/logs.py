@@ -4,6 +4,9 @@ Configured once, at start-up, by the CLI. ``LOG_FORMAT=json|console`` overrides 
 ``LOG_LEVEL`` sets the level. Library loggers (urllib3, kubernetes) go through the stdlib at WARNING
 so their lines never carry request headers or bearer tokens, rendered by structlog in the same
 format (JSON in a pod: no plain-text line in the stream).
+
+Importing this module first imports structlog without ``rich`` (:func:`import_structlog`): the CLI
+imports it before anything else that logs, so the daemon never pays for ``rich``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,35 @@ import os
 import sys
 
 import orjson
-import structlog
+
+
+def import_structlog() -> None:
+    """Import structlog with ``rich`` hidden, then make ``rich`` importable again.
+
+    ``structlog.dev`` and ``structlog.tracebacks`` try ``import rich`` when they are first imported
+    (and ``structlog`` imports both) to make rich the console's exception formatter. ``rich`` is
+    installed in production (the CEL library ``common-expression-language`` requires it for its
+    command line), and importing it costs 75-160 ms of start-up on two loaded cores, for a renderer
+    the daemon never uses: it writes JSON, and on a terminal structlog's plain traceback formatter
+    does. A ``None`` in ``sys.modules`` makes ``import rich`` raise ImportError, which structlog
+    handles as "rich is not installed"; the entry is removed right after, so anything imported later
+    (the CEL library's command line) finds rich as usual. Nothing else runs meanwhile: this is the
+    first thing the CLI imports, before any thread starts.
+
+    A no-op when structlog is imported already (or rich is): then there is nothing left to save.
+    """
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # the import system's "not importable" marker
+    try:
+        import structlog  # noqa: F401  # structlog.dev and .tracebacks now see no rich
+    finally:
+        sys.modules.pop("rich", None)
+
+
+import_structlog()
+
+import structlog  # noqa: E402  # after import_structlog(), which imports it first
 
 
 def setup(level: str | None = None, fmt: str | None = None) -> None:
