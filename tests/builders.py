@@ -285,6 +285,11 @@ class NodeBuilder:
         self._obj["metadata"]["labels"].update(labels)
         return self
 
+    def without_label(self, key: str) -> NodeBuilder:
+        """Drops a label, the default ``kubernetes.io/hostname`` included."""
+        self._obj["metadata"]["labels"].pop(key, None)
+        return self
+
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> NodeBuilder:
         t = {"key": key, "effect": effect}
         if value:

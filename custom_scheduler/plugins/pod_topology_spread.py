@@ -42,7 +42,6 @@ from custom_scheduler.framework.arrays import NodeArrays
 from custom_scheduler.framework.interface import Handle
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import (
-    MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
     Code,
@@ -54,7 +53,7 @@ from custom_scheduler.framework.types import (
     StateNotFoundError,
     Status,
 )
-from custom_scheduler.plugins import args_reader, pod_hints, spread_tally
+from custom_scheduler.plugins import args_reader, pod_hints, spread_scoring, spread_tally
 from custom_scheduler.plugins.spread_tally import Constraint
 
 NAME = "PodTopologySpread"
@@ -251,13 +250,14 @@ class _FilterState:
 class _ScoreState:
     constraints: tuple[Constraint, ...] = ()
     ignored: frozenset[str] = frozenset()
-    counts: tuple[dict[str, int], ...] = ()  # per constraint, domain -> matching pods (not hostname)
-    weights: tuple[float, ...] = ()
-    counters: tuple[spread_tally.Counter, ...] = ()  # per constraint, a node's matching pods
+    terms: tuple[spread_scoring.Term, ...] = ()  # per constraint, what scoring a node reads of it
 
 
 _FILTER_KEY: StateKey[_FilterState] = StateKey("PreFilter" + NAME)
 _SCORE_KEY: StateKey[_ScoreState] = StateKey("PreScore" + NAME)
+#: Which of the nodes the last ``score_batch`` scored PreScore ignored (written only when some
+#: node is): ``normalize_batch`` gets scores without names.
+_IGNORED_KEY: StateKey[tuple[bool, ...]] = StateKey("ScoreIgnored" + NAME)
 
 
 class PodTopologySpread:
@@ -432,7 +432,8 @@ class PodTopologySpread:
         counters = tuple(self._matches.counter(c.selector, pod.namespace) for c in constraints)
         if any(counts):
             self._score_counts(pod, constraints, counts, all_nodes, require_all, counters)
-        state.write(_SCORE_KEY, _ScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights, counters))
+        ts = spread_scoring.terms(constraints, counts, weights, counters)
+        state.write(_SCORE_KEY, _ScoreState(tuple(constraints), frozenset(ignored), tuple(ts)))
         return SUCCESS
 
     def _score_counts(
@@ -464,34 +465,32 @@ class PodTopologySpread:
         node = node_info.node
         if node is None or not s.constraints or node.name in s.ignored:
             return 0
-        total = 0.0
-        for i, c in enumerate(s.constraints):
-            value = node.labels.get(c.topology_key)
-            if value is None:
-                continue
-            n = s.counters[i](node_info) if c.topology_key == LABEL_HOSTNAME else s.counts[i].get(value, 0)
-            total += n * s.weights[i] + (c.max_skew - 1)
-        return _go_round(total)
+        return spread_scoring.node_score(s.terms, node_info)
+
+    def score_batch(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
+        """:meth:`score` of every node in one call (see :mod:`.spread_scoring`)."""
+        s = state.read(_SCORE_KEY)
+        if not s.constraints:
+            return [0] * len(nodes)
+        if s.ignored:
+            state.write(_IGNORED_KEY, tuple(ni.name in s.ignored for ni in nodes))
+        return spread_scoring.node_scores(s.terms, s.ignored, nodes)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         s = state.get(_SCORE_KEY)
         if s is None or not s.constraints:
             return SUCCESS
-        lowest: int | None = None
-        highest = 0
-        for ns in scores:
-            if ns.name in s.ignored:
-                continue
-            lowest = ns.score if lowest is None else min(lowest, ns.score)
-            highest = max(highest, ns.score)
-        for ns in scores:
-            if ns.name in s.ignored:
-                ns.score = 0
-            elif highest == 0:
-                ns.score = MAX_NODE_SCORE
-            else:  # lowest is set: a non-ignored node exists when highest > 0
-                ns.score = MAX_NODE_SCORE * (highest + (lowest or 0) - ns.score) // highest
+        ignored = [ns.name in s.ignored for ns in scores] if s.ignored else None
+        for ns, v in zip(scores, spread_scoring.normalize([ns.score for ns in scores], ignored), strict=True):
+            ns.score = v
         return SUCCESS
+
+    def normalize_batch(self, state: CycleState, pod: Pod, raw: list[int]) -> list[int]:
+        """:meth:`normalize_score` on the batch path, after :meth:`score_batch` in the same cycle."""
+        s = state.get(_SCORE_KEY)
+        if s is None or not s.constraints:
+            return list(raw)
+        return spread_scoring.normalize(raw, state.read(_IGNORED_KEY) if s.ignored else None)
 
     # -- constraints ------------------------------------------------------------------------------
 
@@ -575,12 +574,6 @@ def _compile_constraint(doc: Mapping[str, Any], pod_labels: Mapping[str, str]) -
         honor_affinity=doc.get("nodeAffinityPolicy") != IGNORE,
         honor_taints=doc.get("nodeTaintsPolicy") == HONOR,
     )
-
-
-def _go_round(x: float) -> int:
-    """Go's ``math.Round`` for x >= 0: halves away from zero (Python's ``round`` goes to even)."""
-    r = math.floor(x)
-    return int(r) + (1 if x - r >= 0.5 else 0)
 
 
 SPEC = PluginSpec(NAME, factory=PodTopologySpread, parse_args=parse_args)

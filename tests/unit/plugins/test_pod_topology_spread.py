@@ -118,7 +118,11 @@ def run_score(
     state = CycleState()
     pre = pl.pre_score(state, pod, feasible_infos)
     scores = [NodeScore(ni.name, pl.score(state, pod, ni)) for ni in feasible_infos]
+    raw = [s.score for s in scores]
     assert pl.normalize_score(state, pod, scores).is_success
+    if pre.is_success:  # the framework's batch path gives the same scores (SKIP: no Score at all)
+        assert pl.score_batch(state, pod, feasible_infos) == raw
+        assert pl.normalize_batch(state, pod, raw) == [s.score for s in scores]
     return pre, {s.name: s.score for s in scores}
 
 

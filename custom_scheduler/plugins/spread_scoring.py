@@ -1,0 +1,86 @@
+"""PodTopologySpread's Score and NormalizeScore arithmetic, for one node and for all of them.
+
+Why a module of its own: Score runs on every feasible node of every pod, so the plugin scores all
+nodes in one call (the framework's batch path) with the constraint data looked up once per pod,
+not once per node, and normalises plain ints without building a NodeScore per node. The per-node
+form stays for the callers that score one node (preemption's dry runs, custom frameworks); both
+forms share the arithmetic below, and a property test checks they agree.
+
+The formula is upstream's: ``round(Σ count·weight + maxSkew - 1)`` over the constraints whose
+topology key the node carries, where ``count`` is the domain's matching pods (the node's own for
+the hostname key) and ``weight = ln(domains + 2)``; then ``MaxNodeScore·(max + min - s) / max``,
+so the emptiest domain scores 100, and nodes PreScore ignored (missing a key a constraint
+requires) score 0 and count for neither min nor max.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+from custom_scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
+from custom_scheduler.plugins.spread_tally import LABEL_HOSTNAME, Constraint, Counter
+
+#: Per constraint: (topology key, maxSkew - 1, domain -> count, weight, the node's own counter for
+#: the hostname key, else None).
+Term = tuple[str, int, Mapping[str, int], float, Counter | None]
+
+
+def terms(
+    constraints: Sequence[Constraint],
+    counts: Sequence[Mapping[str, int]],
+    weights: Sequence[float],
+    counters: Sequence[Counter],
+) -> list[Term]:
+    """What scoring one node needs of each constraint, looked up once per pod."""
+    out: list[Term] = []
+    for i, c in enumerate(constraints):
+        own = counters[i] if c.topology_key == LABEL_HOSTNAME else None
+        out.append((c.topology_key, c.max_skew - 1, counts[i], weights[i], own))
+    return out
+
+
+def go_round(x: float) -> int:
+    """Go's ``math.Round`` for x >= 0: halves away from zero (Python's ``round`` goes to even)."""
+    r = math.floor(x)
+    return int(r) + (1 if x - r >= 0.5 else 0)
+
+
+def node_score(ts: Sequence[Term], node_info: NodeInfo) -> int:
+    """One node's raw score (the caller has checked it has a Node and is not ignored)."""
+    labels = node_info.node.labels if node_info.node is not None else {}
+    total = 0.0
+    for key, extra, by_value, weight, counter in ts:
+        value = labels.get(key)
+        if value is None:
+            continue
+        n = counter(node_info) if counter is not None else by_value.get(value, 0)
+        total += n * weight + extra
+    return go_round(total)
+
+
+def node_scores(ts: Sequence[Term], ignored: Collection[str], nodes: Sequence[NodeInfo]) -> list[int]:
+    """:func:`node_score` of every node, 0 for nodes without a Node or ignored by PreScore."""
+    score: Callable[[Sequence[Term], NodeInfo], int] = node_score
+    out: list[int] = []
+    for ni in nodes:
+        node = ni.node
+        out.append(0 if node is None or (ignored and node.name in ignored) else score(ts, ni))
+    return out
+
+
+def normalize(raw: Sequence[int], ignored: Sequence[bool] | None) -> list[int]:
+    """NormalizeScore on plain ints; ``ignored`` flags the nodes PreScore ignored (None: none)."""
+    kept = raw if ignored is None else [s for s, skip in zip(raw, ignored, strict=True) if not skip]
+    if not kept:
+        return [0] * len(raw)
+    lowest = min(kept)
+    highest = max(kept)  # raw scores are never negative
+    if highest == 0:
+        out = [MAX_NODE_SCORE] * len(raw)
+    else:
+        top = highest + lowest
+        out = [MAX_NODE_SCORE * (top - s) // highest for s in raw]
+    if ignored is not None:
+        out = [0 if skip else s for s, skip in zip(out, ignored, strict=True)]
+    return out
