@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,12 @@ class QueueHooks:
 
     def targets(self, plugin: str, event: ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
         return self._bound().hints_targets(plugin, event, old, new)
+
+    def pod_keys(self, plugin: str, pod: Pod) -> frozenset[Hashable] | None:
+        return self._bound().hints_pod_keys(plugin, pod)
+
+    def event_keys(self, plugin: str, event: ClusterEvent, old: Any, new: Any) -> frozenset[Hashable] | None:
+        return self._bound().hints_event_keys(plugin, event, old, new)
 
 
 @dataclass(frozen=True, slots=True)

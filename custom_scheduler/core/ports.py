@@ -21,7 +21,7 @@ provide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -167,4 +167,12 @@ class Hints(Protocol):
 
     def targets(self, plugin: str, event: ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
         """The UIDs of the pods ``plugin`` rejected that ``event`` can concern (None: any)."""
+        ...
+
+    def pod_keys(self, plugin: str, pod: Pod) -> frozenset[Hashable] | None:
+        """The keys ``pod``, rejected by ``plugin``, waits on in its profile (None: unkeyed)."""
+        ...
+
+    def event_keys(self, plugin: str, event: ClusterEvent, old: Any, new: Any) -> frozenset[Hashable] | None:
+        """The keys ``event`` carries for ``plugin``'s pods, over every profile (None: any pod)."""
         ...

@@ -35,23 +35,18 @@ too, kubernetes#124384); its update runs PreEnqueue again and, once it passes, s
 activeQ. Pods gated by other PreEnqueue plugins move on events like any unschedulable pod, and the
 move runs PreEnqueue again.
 
-In-flight events avoid losing events: a cluster event that arrives while a pod is being scheduled
-is kept, and if the attempt fails the pod's hints are asked about each such event; if one may have
-helped, the pod goes to backoffQ rather than waiting in unschedulable for an event that already
-happened (upstream's ``determineSchedulingHintForInFlightPod``).
+In-flight events: one that arrives while a pod is being scheduled is kept; if the attempt fails and
+the pod's hints say one may have helped, the pod goes to backoffQ rather than waiting for an event
+that already happened (upstream's ``determineSchedulingHintForInFlightPod``).
 
-Thread safety: one lock guards everything (the sub-queue classes have none: a pod moving between
-them is never seen in two or in none); a condition on it wakes ``pop``. Informer threads call
-``add``/``update``/``delete``/``move_all_to_active_or_backoff``, the scheduling thread ``pop`` and
-the requeue calls, binder threads ``done`` and ``add_backoff``. Callbacks given to the queue
-(``less``, ``pre_check``, ``pre_enqueue``) run under the lock: they must be cheap and must not call
-the queue.
+Thread safety: one lock guards everything (a pod moving between sub-queues is never seen in two or
+none); a condition on it wakes ``pop``. Informer threads add, update, delete and move; the
+scheduling thread pops and requeues; binders call ``done`` and ``add_backoff``. Callbacks (``less``,
+``pre_check``, ``pre_enqueue``, the hints) run under the lock: cheap, and never calling the queue.
 
-Not here: nominated pods (:mod:`~custom_scheduler.core.nominator`), the hints themselves (the
-plugins' ``events_to_register``, asked through :class:`~custom_scheduler.core.ports.Hints`),
-metrics export (``pending_counts`` and ``incoming_counts`` feed the gauges and counters).
-Time comes from the injected ``clock`` (seconds); only ``pop``'s timeout and the flush loop's
-period use real monotonic time, so a fake clock never stalls them.
+Not here: nominated pods (:mod:`.nominator`), the hints (asked through :class:`.ports.Hints`),
+metrics export. Time is the injected ``clock``'s; only ``pop``'s timeout and the flush period use
+real monotonic time, so a fake clock never stalls them.
 """
 
 from __future__ import annotations
@@ -146,7 +141,8 @@ class SchedulingQueue:
         seq = itertools.count()  # one sequence, so take_members can order entries of both heaps
         self._active = ActiveQueue(less, seq=seq, clock=clock)
         self._backoff = BackoffQueue(seq=seq, clock=clock, initial=initial_backoff, maximum=max_backoff)
-        self._unschedulable = UnschedulablePods(clock=clock, max_in_unschedulable=max_in_unschedulable)
+        keys = None if hints is None else hints.pod_keys
+        self._unschedulable = UnschedulablePods(clock=clock, max_in_unschedulable=max_in_unschedulable, pod_keys=keys)
         self._closed = False
 
     # -- backoff policy -------------------------------------------------------------------------
@@ -195,6 +191,7 @@ class SchedulingQueue:
         if qpi is None:
             return False
         old, qpi.pod = qpi.pod, pod
+        self._unschedulable.reindex(qpi)  # its keys come from the pod
         if not may_have_become_schedulable(old, pod):
             return True
         if not qpi.gated and not any(self._worth(qpi, e, old, pod) for e in ce.pod_changes(old, pod, target=True)):
@@ -243,13 +240,18 @@ class SchedulingQueue:
             hints = self._hints
             interested = None if hints is None or event.is_wildcard else hints.interested(event)
             targets = None if interested is None or hints is None else (lambda p: hints.targets(p, event, old, new))
+            keys = None if interested is None or hints is None else (lambda p: hints.event_keys(p, event, old, new))
             moving = [
                 qpi
-                for qpi in self._unschedulable.candidates(interested, pre_check, targets)
+                for qpi in self._unschedulable.candidates(interested, pre_check, targets, keys)
                 if self._worth(qpi, event, old, new)
             ]
             self._move_all_locked(moving, event.label)
             return len(moving)
+
+    def rekey_unschedulable(self) -> None:  # the profiles changed: so may the pods' keys
+        with self._lock:
+            self._unschedulable.rekey()
 
     def _worth(self, qpi: QueuedPodInfo, event: ce.ClusterEvent, old: Any, new: Any) -> bool:
         if event.is_wildcard and isinstance(new, model.Pod):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import structlog
@@ -125,6 +125,7 @@ class Scheduler:
         self.cycle.profiles = dict(value)  # one reference swap: a cycle sees the old or the new set
         self._queue_sort = _queue_sort_of(value)
         self._interest = {}  # the new plugins' registrations
+        self.queue.rekey_unschedulable()  # the pods' keys come from the plugins' registrations
         self.cycle.batches.clear()  # rankings made with the old plugins
 
     @property
@@ -200,6 +201,23 @@ class Scheduler:
         found: set[str] = set()
         for fwk in self.profiles.values():
             got = fwk.requeue.targets(plugin, event, old, new) if plugin in fwk.requeue.plugins else frozenset()
+            if got is None:
+                return None
+            found |= got
+        return frozenset(found)
+
+    def hints_pod_keys(self, plugin: str, pod: Pod) -> frozenset[Hashable] | None:
+        """The keys ``pod`` waits on for ``plugin``, in its own profile (None: unkeyed)."""
+        fwk = self.profiles.get(pod.scheduler_name)
+        return None if fwk is None else fwk.requeue.pod_keys(plugin, pod)
+
+    def hints_event_keys(self, plugin: str, event: ce.ClusterEvent, old: Any, new: Any) -> frozenset[Hashable] | None:
+        """The keys ``event`` carries for ``plugin``, over every profile that has it (None: any pod)."""
+        found: set[Hashable] = set()
+        for fwk in self.profiles.values():
+            if plugin not in fwk.requeue.plugins:
+                continue
+            got = fwk.requeue.event_keys(plugin, event, old, new)
             if got is None:
                 return None
             found |= got

@@ -25,7 +25,7 @@ Pure: no I/O, no queue, no plugin; plugins import it to declare, the core to mat
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,14 +170,27 @@ PreQueueingHintFn): the queue then asks the hint only of those pods, not of ever
 rejected."""
 
 
+PodKeysFn = Callable[[Pod], "frozenset[Hashable] | None"]
+"""``rejected pod -> the keys it waits on`` (None: any change may concern it). See ``EventKeysFn``."""
+
+EventKeysFn = Callable[[Any, Any], "frozenset[Hashable] | None"]
+"""``(old, new) -> the keys the change carries`` (None: it may concern any pod). With ``PodKeysFn``
+an index: the queue keeps the pods a plugin rejected by their keys and asks the hint only of those
+sharing a key with the change (and those whose keys are None). The pair must never hide a pod the
+hint would queue: hint QUEUE implies a shared key, or a None on either side."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEventWithHint:
     """One registration: the event, the hint that looks closer (None: always QUEUE), and
-    optionally which pods the change can concern at all (``targets``)."""
+    optionally which pods the change can concern at all (``targets``, or the keyed index
+    ``pod_keys`` / ``event_keys``)."""
 
     event: ClusterEvent
     hint: HintFn | None = None
     targets: TargetsFn | None = None
+    pod_keys: PodKeysFn | None = None
+    event_keys: EventKeysFn | None = None
 
 
 # -- the queue's own events (wildcards: every pod they name moves) -----------------------------------

@@ -22,7 +22,7 @@ rejecting plugin, so an event nobody registered for touches no pod.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
 import structlog
@@ -44,6 +44,10 @@ class RequeueRules:
         # None: the plugin registers nothing, so any event may help it (a wildcard).
         self._by_plugin = dict(registrations)
         self._interest: dict[ce.ClusterEvent, frozenset[str]] = {}
+        # (plugin, event) -> the plugin's registrations matching the event, None for "any event"
+        # (no registrations, or a wildcard event): worth_requeuing runs once per rejected pod and
+        # event, and matching each registration there cost as much as the hints themselves.
+        self._matching: dict[tuple[str, ce.ClusterEvent], tuple[ce.ClusterEventWithHint, ...] | None] = {}
 
     @classmethod
     def of(cls, plugins: Mapping[str, object]) -> RequeueRules:
@@ -97,20 +101,60 @@ class RequeueRules:
             found |= got
         return frozenset(found)
 
+    def pod_keys(self, plugin: str, pod: Pod) -> frozenset[Hashable] | None:
+        """The keys ``pod``, rejected by ``plugin``, waits on: the union over the plugin's keyed
+        registrations (None when it has none, or one of them says any change may concern the pod)."""
+        keyed = [reg.pod_keys for reg in self._by_plugin.get(plugin) or () if reg.pod_keys is not None]
+        if not keyed:
+            return None
+        found: set[Hashable] = set()
+        for fn in keyed:
+            got = fn(pod)
+            if got is None:
+                return None
+            found |= got
+        return frozenset(found)
+
+    def event_keys(self, plugin: str, event: ce.ClusterEvent, old: Any, new: Any) -> frozenset[Hashable] | None:
+        """The keys ``event`` carries for ``plugin``'s registrations (None: no narrowing, when a
+        matching registration has no ``event_keys`` or it answers None)."""
+        regs = self._by_plugin.get(plugin)
+        if regs is None or event.is_wildcard:
+            return None
+        found: set[Hashable] = set()
+        for reg in regs:
+            if not ce.matches(reg.event, event):
+                continue
+            got = None if reg.event_keys is None else reg.event_keys(old, new)
+            if got is None:
+                return None
+            found |= got
+        return frozenset(found)
+
     def worth_requeuing(self, pod: Pod, rejectors: Collection[str], event: ce.ClusterEvent, old: Any, new: Any) -> bool:
         """Whether ``event`` may make ``pod``, rejected by ``rejectors``, schedulable."""
-        if not rejectors or event.is_wildcard:
+        if not rejectors:
             return True
+        matching = self._matching
         for plugin in rejectors:
-            regs = self._by_plugin.get(plugin, EVERYONE)
+            try:
+                regs = matching[plugin, event]
+            except KeyError:
+                regs = matching[plugin, event] = self._matching_registrations(plugin, event)
             if regs is None:
                 return True
             for reg in regs:
-                if not ce.matches(reg.event, event):
-                    continue
                 if reg.hint is None or _ask(reg.hint, plugin, pod, event, old, new) is ce.Hint.QUEUE:
                     return True
         return False
+
+    def _matching_registrations(
+        self, plugin: str, event: ce.ClusterEvent
+    ) -> tuple[ce.ClusterEventWithHint, ...] | None:
+        regs = self._by_plugin.get(plugin, EVERYONE)
+        if regs is None or event.is_wildcard:
+            return None
+        return tuple(reg for reg in regs if ce.matches(reg.event, event))
 
 
 def _ask(hint: ce.HintFn, plugin: str, pod: Pod, event: ce.ClusterEvent, old: Any, new: Any) -> ce.Hint:

@@ -323,7 +323,10 @@ class InterPodAffinity:
         pods = ce.ClusterEvent(ce.Resource.ASSIGNED_POD, ce.Action.ADD | ce.Action.UPDATE_POD_LABEL | ce.Action.DELETE)
         return [
             ce.ClusterEventWithHint(
-                pods, lambda p, o, n: pod_hints.affinity_after_assigned_pod_change(p, o, n, ns_labels, terms_of)
+                pods,
+                lambda p, o, n: pod_hints.affinity_after_assigned_pod_change(p, o, n, ns_labels, terms_of),
+                pod_keys=lambda p: pod_hints.affinity_peer_keys(terms_of(p)),
+                event_keys=pod_hints.added_pod_keys,
             ),
             ce.ClusterEventWithHint(ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_LABEL)),
             ce.ClusterEventWithHint(

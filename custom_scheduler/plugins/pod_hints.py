@@ -15,12 +15,18 @@ rejected the pod:
   starts or stops carrying every topology key, or changes a key's value or its taints. The pod's
   own labels or tolerations: QUEUE when a selector's verdict on it changed, or tolerations changed
   under ``nodeTaintsPolicy: Honor``.
+
+InterPodAffinity's pod events also carry keys (:func:`affinity_peer_keys`, :func:`added_pod_keys`):
+an added pod can only help a pod whose required affinity it satisfies, so the queue asks the hint
+only of the pods waiting on one of the added pod's labels (a thousand pods waiting each for its
+own peer was a thousand hints per added pod).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
+from custom_scheduler.api.labels import IN
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.framework.cluster_events import Hint
 from custom_scheduler.plugins.affinity_terms import AffinityTerm, PodTerms, compile_pod_terms
@@ -66,6 +72,25 @@ def affinity_after_assigned_pod_change(
         return Hint.QUEUE
     theirs = terms_of(old).required_anti_affinity
     return Hint.QUEUE if _any_match(theirs, pod, ns) else Hint.SKIP
+
+
+def affinity_peer_keys(terms: PodTerms) -> frozenset[Hashable] | None:
+    """The ``(label, value)`` pairs of which an added pod must carry one to satisfy every required
+    affinity term: those of the first term's In requirement (matchLabels included); None when no
+    term has one. Empty when no added pod can help (no required affinity, or a null selector)."""
+    for t in terms.required_affinity:
+        if t.selector.nothing:
+            return frozenset()
+        for r in t.selector.requirements:
+            if r.operator == IN:
+                return frozenset((r.key, v) for v in r.values)
+    return frozenset() if not terms.required_affinity else None
+
+
+def added_pod_keys(old: Pod | None, new: Pod | None) -> frozenset[Hashable] | None:
+    """An added pod's labels as ``(label, value)`` pairs; None for a relabel or a delete (those
+    may concern any waiting pod: anti-affinity)."""
+    return frozenset(new.labels.items()) if old is None and new is not None else None
 
 
 def affinity_after_node_change(pod: Pod, old: Node | None, new: Node, terms_of: TermsOf = _compile) -> Hint:

@@ -87,6 +87,33 @@ class PluginHints:
     def targets(self, plugin: str, event: ce.ClusterEvent, old: object, new: object) -> frozenset[str] | None:
         return self.only.get(plugin) if hasattr(self, "only") else None
 
+    def pod_keys(self, plugin: str, pod: model.Pod) -> frozenset[object] | None:
+        return None
+
+    def event_keys(self, plugin: str, event: ce.ClusterEvent, old: object, new: object) -> frozenset[object] | None:
+        return None
+
+
+class KeyedHints(PluginHints):
+    """Plugin "P" keys each pod by its ``peer`` label and an event by the added pod's name, and
+    counts the pods its hint is asked of."""
+
+    def __init__(self, event: ce.ClusterEvent) -> None:
+        super().__init__({event: {"P"}})
+        self.asked: list[str] = []
+        self.keyed = True  # False: as after a config reload to a profile without keys
+
+    def worth(self, qpi: QueuedPodInfo, event: ce.ClusterEvent, old: object, new: object) -> bool:
+        self.asked.append(qpi.pod.name)
+        return isinstance(new, model.Pod) and qpi.pod.labels.get("peer") == new.name
+
+    def pod_keys(self, plugin: str, pod: model.Pod) -> frozenset[object] | None:
+        peer = pod.labels.get("peer")
+        return frozenset({peer}) if self.keyed and plugin == "P" and peer else None
+
+    def event_keys(self, plugin: str, event: ce.ClusterEvent, old: object, new: object) -> frozenset[object] | None:
+        return frozenset({new.name}) if isinstance(new, model.Pod) else None
+
 
 def fail(q: SchedulingQueue, qpi: QueuedPodInfo, *plugins: str) -> SubQueue | None:
     """The failure handler: record the rejecting plugins and requeue for the pod's own cycle."""
@@ -996,3 +1023,33 @@ def test_a_plugins_targets_narrow_the_pods_its_event_is_offered_to(clock: FakeCl
         q.done(qpi.uid)
     assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_DELETE) == 1
     assert (q.where("uid-a"), q.where("uid-b")) == (UNSCHEDULABLE, BACKOFF)
+
+
+def test_keyed_pods_are_offered_only_the_events_that_carry_their_key(clock: FakeClock) -> None:
+    """A plugin's keyed index (cluster_events.PodKeysFn / EventKeysFn): of 200 pods each waiting
+    for its own peer, an added peer is offered to its one pod, not to all 200; a pod without keys
+    is always offered; removal, an in-place update and a re-key keep the index right."""
+    hints = KeyedHints(ce.ASSIGNED_POD_ADD)
+    q = SchedulingQueue(priority_less, clock=clock, hints=hints)  # type: ignore[arg-type]
+    for i in range(200):
+        q.add(make_pod(f"w{i}").uid(f"uid-w{i}").label("peer", f"peer-{i}").build())
+        assert fail(q, pop(q), "P") is UNSCHEDULABLE
+    q.add(pod("free"))  # no peer label: no keys
+    assert fail(q, pop(q), "P") is UNSCHEDULABLE
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, make_pod("peer-7").build()) == 1
+    assert q.where("uid-w7") is BACKOFF
+    assert sorted(hints.asked) == ["free", "w7"]
+    hints.asked.clear()
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, make_pod("peer-7").build()) == 0
+    assert hints.asked == ["free"]  # w7 left unschedulable, and the index with it
+    q.update(make_pod("w8").uid("uid-w8").label("peer", "peer-x").build())  # relabelled in place
+    hints.asked.clear()
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, make_pod("peer-8").build()) == 0
+    assert sorted(hints.asked) == ["free"]
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, make_pod("peer-x").build()) == 1
+    assert q.where("uid-w8") is BACKOFF
+    hints.keyed = False
+    q.rekey_unschedulable()
+    hints.asked.clear()
+    assert q.move_all_to_active_or_backoff(ce.ASSIGNED_POD_ADD, None, make_pod("peer-9").build()) == 1
+    assert len(hints.asked) == 199  # every waiting pod again: 198 peers and "free"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.framework import cluster_events as ce
@@ -186,3 +188,63 @@ def test_a_template_claim_concerns_only_its_pod() -> None:
     assert rules("DynamicResources").targets("DynamicResources", event, None, owned) == frozenset({"uid-p"})
     assert rules("DynamicResources").targets("DynamicResources", event, None, plain) is None
     assert rules("DynamicResources").targets("DynamicResources", ce.NODE_ADD, None, small()) is None
+
+
+IPA = "InterPodAffinity"
+KEYS = ["app", "tier", "peer"]
+VALUES = ["a", "b", "c"]
+REQUIREMENT: st.SearchStrategy[tuple[str, str, list[str]]] = st.one_of(
+    st.tuples(st.sampled_from(KEYS), st.just("In"), st.lists(st.sampled_from(VALUES), min_size=1, max_size=2)),
+    st.tuples(st.sampled_from(KEYS), st.just("NotIn"), st.lists(st.sampled_from(VALUES), min_size=1, max_size=2)),
+    st.tuples(st.sampled_from(KEYS), st.sampled_from(["Exists", "DoesNotExist"]), st.just([])),
+)
+TERM = st.tuples(
+    st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=2),
+    st.lists(REQUIREMENT, max_size=2),
+    st.booleans(),  # a null labelSelector
+)
+
+
+def _term(match_labels: dict[str, str], exprs: list[tuple[str, str, list[str]]], null: bool) -> dict[str, Any]:
+    expressions = [{"key": k, "operator": op, **({"values": v} if v else {})} for k, op, v in exprs]
+    selector = None if null else {"matchLabels": match_labels, "matchExpressions": expressions}
+    return {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TERM, max_size=3), st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3))
+def test_interpodaffinity_keys_never_hide_a_pod_its_hint_would_queue(
+    terms: list[tuple[dict[str, str], list[tuple[str, str, list[str]]], bool]], labels: dict[str, str]
+) -> None:
+    """The keyed index InterPodAffinity gives the queue (pod_hints.affinity_peer_keys and
+    added_pod_keys): whenever the hint queues a pod for an added pod, the two share a key (or
+    one side has none), for any required affinity terms and any labels of the added pod."""
+    b = make_pod("waiting")
+    for t in terms:
+        b.pod_affinity("podAffinity", _term(*t))
+    waiting = b.build()
+    added = bound("added", **labels)
+    r = rules(IPA)
+    pod_keys = r.pod_keys(IPA, waiting)
+    event_keys = r.event_keys(IPA, ce.ASSIGNED_POD_ADD, None, added)
+    assert event_keys == frozenset(labels.items())
+    if r.worth_requeuing(waiting, {IPA}, ce.ASSIGNED_POD_ADD, None, added):
+        assert pod_keys is None or pod_keys & event_keys
+    assert r.event_keys(IPA, ce.ASSIGNED_POD_DELETE, added, None) is None  # anti-affinity: any pod
+
+
+@pytest.mark.parametrize(
+    ("affinity", "keys"),
+    [
+        ([], frozenset()),  # no required affinity: no added pod helps
+        ([WEB], frozenset({("app", "web")})),
+        ([_term({}, [("app", "In", ["a", "b"])], False)], frozenset({("app", "a"), ("app", "b")})),
+        ([_term({}, [("app", "Exists", [])], False)], None),  # no In requirement: unkeyed
+        ([_term({}, [], True)], frozenset()),  # a null selector matches no pod
+    ],
+)
+def test_interpodaffinity_pod_keys(affinity: list[dict[str, Any]], keys: frozenset[Any] | None) -> None:
+    b = make_pod("waiting")
+    for t in affinity:
+        b.pod_affinity("podAffinity", t)
+    assert rules(IPA).pod_keys(IPA, b.build()) == keys
