@@ -10,7 +10,7 @@ once per cycle). The plugin's counting and scoring read only these compiled valu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,3 +170,19 @@ class NamespaceLabels:
 def matches_all(terms: tuple[AffinityTerm, ...], pod: Pod, ns_labels: Callable[[str], Mapping[str, str]]) -> bool:
     """Whether ``pod`` matches every term (False for no terms, as upstream)."""
     return bool(terms) and all(t.matches(pod, ns_labels) for t in terms)
+
+
+#: A label and the values one of which a pod must carry to match (see :func:`in_gate`).
+Gate = tuple[str, frozenset[str]]
+
+
+def in_gate(terms: Sequence[AffinityTerm]) -> Gate | None:
+    """The first In requirement (matchLabels included) of any of ``terms``' selectors: a pod that
+    lacks every one of its values matches none of the terms together (``matches_all``), nor that
+    term alone. A label lookup, where a full match costs a call per term and requirement: counting
+    scans every pod of every node for each pending pod. None when no term has one."""
+    for t in terms:
+        for r in t.selector.requirements:
+            if r.operator == IN:
+                return r.key, r.values
+    return None

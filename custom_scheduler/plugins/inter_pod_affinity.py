@@ -54,7 +54,14 @@ from custom_scheduler.framework.types import (
     Status,
 )
 from custom_scheduler.plugins import args_reader, pod_hints, signers
-from custom_scheduler.plugins.affinity_terms import AffinityTerm, NamespaceLabels, PodTerms, TermCache, matches_all
+from custom_scheduler.plugins.affinity_terms import (
+    AffinityTerm,
+    NamespaceLabels,
+    PodTerms,
+    TermCache,
+    in_gate,
+    matches_all,
+)
 
 NAME = "InterPodAffinity"
 
@@ -213,6 +220,9 @@ def _incoming_row(
     """Per node: existing pods matching all incoming required affinity terms (tag "a") and each
     incoming required anti-affinity term (tag "x"), per topology pair."""
     keys = {t.topology_key for t in req_aff + req_anti}
+    # (label, values) a pod must carry to match, checked before the full match (see in_gate).
+    aff_key, aff_values = in_gate(req_aff) or ("", None)
+    anti = [(t, *(in_gate((t,)) or ("", None))) for t in req_anti]
 
     def row(ni: NodeInfo) -> arrays.Entries:
         node = ni.node
@@ -223,12 +233,21 @@ def _incoming_row(
             return ()  # no term could count on this node
         out: list[tuple[Any, int]] = []
         for existing in ni.pods.values():
-            if req_aff and matches_all(req_aff, existing, ns_labels):
+            theirs = existing.labels
+            if (
+                req_aff
+                and (aff_values is None or theirs.get(aff_key) in aff_values)
+                and matches_all(req_aff, existing, ns_labels)
+            ):
                 for t in req_aff:
                     if t.topology_key in labels:
                         out.append((("a", t.topology_key, labels[t.topology_key]), 1))
-            for t in req_anti:
-                if t.topology_key in labels and t.matches(existing, ns_labels):
+            for t, key, values in anti:
+                if (
+                    t.topology_key in labels
+                    and (values is None or theirs.get(key) in values)
+                    and t.matches(existing, ns_labels)
+                ):
                     out.append((("x", t.topology_key, labels[t.topology_key]), 1))
         return tuple(out)
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
-from custom_scheduler.api.labels import IN
 from custom_scheduler.api.model import Node, Pod
 from custom_scheduler.framework.cluster_events import Hint
-from custom_scheduler.plugins.affinity_terms import AffinityTerm, PodTerms, compile_pod_terms
+from custom_scheduler.plugins.affinity_terms import AffinityTerm, PodTerms, compile_pod_terms, in_gate
 from custom_scheduler.plugins.spread_tally import Constraint
 
 NamespaceLabels = Callable[[str], Mapping[str, str]]
@@ -78,13 +77,10 @@ def affinity_peer_keys(terms: PodTerms) -> frozenset[Hashable] | None:
     """The ``(label, value)`` pairs of which an added pod must carry one to satisfy every required
     affinity term: those of the first term's In requirement (matchLabels included); None when no
     term has one. Empty when no added pod can help (no required affinity, or a null selector)."""
-    for t in terms.required_affinity:
-        if t.selector.nothing:
-            return frozenset()
-        for r in t.selector.requirements:
-            if r.operator == IN:
-                return frozenset((r.key, v) for v in r.values)
-    return frozenset() if not terms.required_affinity else None
+    if not terms.required_affinity or any(t.selector.nothing for t in terms.required_affinity):
+        return frozenset()
+    gate = in_gate(terms.required_affinity)
+    return None if gate is None else frozenset((gate[0], v) for v in gate[1])
 
 
 def added_pod_keys(old: Pod | None, new: Pod | None) -> frozenset[Hashable] | None:
