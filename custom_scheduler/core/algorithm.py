@@ -116,7 +116,7 @@ class Algorithm:
             raise RuntimeError(f"running PreFilter plugin {st.plugin!r}: {st.message}")
 
         statuses: dict[str, Status] = {}
-        candidates = _prefilter_candidates(fwk, state, nodes, statuses)
+        candidates = _prefilter_candidates(fwk, state, nodes, statuses, snap)
         exts = extenders_of(fwk.handle)
         hint = _batch_hint(fwk, state, pod, snap, nominated, batch) if batch is not None and not find_all else ""
         # A pod nominated by an earlier preemption tries that node first.
@@ -273,7 +273,7 @@ class Algorithm:
 
 
 def _prefilter_candidates(
-    fwk: Framework, state: CycleState, nodes: Sequence[NodeInfo], statuses: dict[str, Status]
+    fwk: Framework, state: CycleState, nodes: Sequence[NodeInfo], statuses: dict[str, Status], snap: Snapshot | None
 ) -> Sequence[NodeInfo]:
     """The nodes PreFilter left to try: all of them, or those its plugins named
     (``state.node_names``); each node left out gets its UnschedulableAndUnresolvable reason."""
@@ -284,12 +284,22 @@ def _prefilter_candidates(
     # before PreFilter (a gang member tried in one topology domain) names the profile's PreFilters.
     names = state.narrowed_by or tuple(p.name for p in fwk.pre_filter)
     reason = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(names)}]")
-    kept: list[NodeInfo] = []
-    for ni in nodes:  # one pass: a gang member tried in a rack of a big cluster leaves out most
-        if ni.name in allowed:
-            kept.append(ni)
-        else:
-            statuses[ni.name] = reason
+    if snap is None or nodes is not snap.node_list or len(snap.positions) != len(nodes):
+        kept: list[NodeInfo] = []
+        for ni in nodes:  # one pass: a gang member tried in a rack of a big cluster leaves out most
+            if ni.name in allowed:
+                kept.append(ni)
+            else:
+                statuses[ni.name] = reason
+        return kept
+    # The snapshot's own list: its positions (in list order) name the nodes without a NodeInfo
+    # property read each, and a few allowed nodes (a DaemonSet pod's one) are looked up directly.
+    pos = snap.positions
+    if len(allowed) * 8 < len(nodes):
+        kept = [nodes[i] for i in sorted(pos[n] for n in allowed if n in pos)]
+    else:
+        kept = [nodes[i] for n, i in pos.items() if n in allowed]
+    statuses.update(dict.fromkeys([n for n in pos if n not in allowed], reason))
     return kept
 
 

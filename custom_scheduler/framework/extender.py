@@ -389,5 +389,9 @@ class HasExtenders(Protocol):
 
 
 def extenders_of(handle: object) -> Extenders:
-    """The extenders a Handle lends; none for a handle that lends none (test fakes)."""
-    return handle.extenders if isinstance(handle, HasExtenders) else NO_EXTENDERS
+    """The extenders a Handle lends; none for a handle that lends none (test fakes).
+
+    An attribute read, not ``isinstance(handle, HasExtenders)``: a runtime-checkable protocol
+    check costs several microseconds, and this runs a few times per scheduling cycle."""
+    got = getattr(handle, "extenders", None)
+    return got if isinstance(got, Extenders) else NO_EXTENDERS

@@ -20,7 +20,9 @@ histogram update per node and plugin).
 
 from __future__ import annotations
 
+import operator
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -129,14 +131,15 @@ class _TimedFilter:
         return m
 
 
+_PLUGIN = operator.attrgetter("plugin")
+
+
 def filter_evaluations(names: Sequence[str], statuses: Iterable[Status], processed: int) -> list[tuple[str, int]]:
     """Per-node Filter evaluations of each plugin in ``names`` (the active ones, in order) over
     ``processed`` nodes, from the rejections: a node rejected by the k-th plugin was asked by the
     first k+1 only, as upstream's loop stops at the first rejection. Costs one pass over the
     rejections, nothing per feasible node."""
-    rejected: dict[str, int] = {}
-    for st in statuses:
-        rejected[st.plugin] = rejected.get(st.plugin, 0) + 1
+    rejected = Counter(map(_PLUGIN, statuses))  # C loops: PreFilter's exclusions are here too
     out = []
     left = processed
     for name in names:

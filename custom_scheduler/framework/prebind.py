@@ -11,11 +11,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from typing import cast
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework.types import SUCCESS, BindOutcome, BindResult, Code, CycleState, Status
+
+_KINDS: dict[tuple[type, type], bool] = {}
+
+
+def _is(plugin: object, proto: type) -> bool:
+    """``isinstance(plugin, proto)`` for a runtime-checkable protocol of methods, remembered per
+    class: the protocol check costs microseconds, and these run for every bound pod."""
+    key = (type(plugin), proto)
+    found = _KINDS.get(key)
+    if found is None:
+        found = _KINDS[key] = isinstance(plugin, proto)
+    return found
 
 
 def pre_flights(plugins: Sequence[fi.PreBindPlugin], state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -24,10 +37,10 @@ def pre_flights(plugins: Sequence[fi.PreBindPlugin], state: CycleState, pod: Pod
     nomination written), the first ERROR otherwise."""
     out = Status(Code.SKIP)
     for p in plugins:
-        if not isinstance(p, fi.PreBindPreFlightPlugin):
+        if not _is(p, fi.PreBindPreFlightPlugin):
             continue
         try:
-            st = p.pre_bind_pre_flight(state, pod, node_name)
+            st = cast(fi.PreBindPreFlightPlugin, p).pre_bind_pre_flight(state, pod, node_name)
         except Exception as e:
             st = Status.from_exception(e, p.name)
         if st.is_success:
@@ -42,9 +55,9 @@ def pending(plugins: Sequence[fi.PreBindPlugin], state: CycleState, pod: Pod, no
     succeeded, else the first failure stamped with its plugin. None when nothing waits."""
     waits: list[tuple[str, Future[Status]]] = []
     for p in plugins:
-        if isinstance(p, fi.PreBindWaiter):
+        if _is(p, fi.PreBindWaiter):
             try:
-                fut = p.pre_bind_pending(state, pod, node_name)
+                fut = cast(fi.PreBindWaiter, p).pre_bind_pending(state, pod, node_name)
             except Exception as e:
                 fut = Future()
                 fut.set_result(Status.from_exception(e, p.name))

@@ -250,3 +250,30 @@ def test_prefilter_results_that_do_not_intersect_fail_as_upstream() -> None:
     fwk.pre_filter = [Narrow("Only", "a"), Narrow("Only", "a")]  # type: ignore[list-item]
     st = fwk.run_pre_filter(CycleState(), make_pod("p").build(), snap.node_list)
     assert st.is_success
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        {"n03", "n17"},  # a few: looked up by name (a DaemonSet pod's one node)
+        {f"n{i:02d}" for i in range(20) if i % 4},  # most: one pass over the positions
+        {"n05", "gone"},  # a name the snapshot lacks
+        set(),
+    ],
+)
+def test_prefilter_candidates_on_the_snapshot_equal_the_plain_pass(allowed: set[str]) -> None:
+    """The nodes PreFilter leaves and the reasons of those it excludes are the same, in the same
+    order, whether read through the snapshot's positions or node by node."""
+    from custom_scheduler.core.algorithm import _prefilter_candidates
+
+    fwk, snap = _setup(*(make_node(f"n{i:02d}").capacity(cpu="4", memory="8Gi", pods="10") for i in range(20)))
+    results = []
+    for with_snap in (snap, None):
+        state = CycleState()
+        state.node_names = set(allowed)
+        statuses: dict[str, Status] = {}
+        kept = _prefilter_candidates(fwk, state, snap.node_list, statuses, with_snap)
+        results.append(([ni.name for ni in kept], list(statuses.items())))
+    assert results[0] == results[1]
+    assert set(results[0][0]) == allowed & set(snap.node_infos)
+    assert len(results[0][1]) == 20 - len(results[0][0])
