@@ -139,7 +139,11 @@ class Algorithm:
             raise FitError(pod, len(nodes), statuses)
         if len(feasible) == 1 and not find_all:
             return ScheduleResult(feasible[0].name, evaluated, 1, statuses=statuses, hint=hint)
-        result = self._score(fwk, state, pod, feasible, evaluated, statuses, detail, keep_ranking=batch is not None)
+        # The others' ranking serves only an equal next pod: none for a pod that cannot be signed
+        # (every pod, with PodTopologySpread's system defaults), where building it cost a pass
+        # over every feasible node.
+        keep = batch is not None and batch.signature is not None
+        result = self._score(fwk, state, pod, feasible, evaluated, statuses, detail, keep_ranking=keep)
         result.hint = hint
         return result
 
@@ -182,7 +186,7 @@ class Algorithm:
             result = ScheduleResult(feasible[best].name, evaluated, len(feasible), top, statuses)
             if keep_ranking:
                 result.ranking = [
-                    (n.name, int(t)) for i, (n, t) in enumerate(zip(feasible, totals, strict=True)) if i != best
+                    (n.name, t) for i, (n, t) in enumerate(zip(feasible, totals.tolist(), strict=True)) if i != best
                 ]
             return result
         chosen = self.select(scored)

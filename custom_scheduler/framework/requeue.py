@@ -22,8 +22,8 @@ rejecting plugin, so an event nobody registered for touches no pod.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import structlog
 
@@ -32,6 +32,8 @@ from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.interface import EnqueueExtensions
 
 log = structlog.get_logger("custom_scheduler.framework.requeue")
+
+T = TypeVar("T")
 
 #: ``interested``'s answer when a plugin without registrations exists: every rejected pod counts.
 EVERYONE = None
@@ -86,50 +88,28 @@ class RequeueRules:
     def targets(self, plugin: str, event: ce.ClusterEvent, old: Any, new: Any) -> frozenset[str] | None:
         """The pods ``plugin``'s registrations for ``event`` can concern (their ``targets``), or
         None when one of them can concern any pod (or has no ``targets``)."""
-        regs = self._by_plugin.get(plugin)
-        if regs is None or event.is_wildcard:
-            return None
-        found: set[str] = set()
-        for reg in regs:
-            if not ce.matches(reg.event, event):
-                continue
-            if reg.targets is None:
-                return None
-            got = reg.targets(old, new)
-            if got is None:
-                return None
-            found |= got
-        return frozenset(found)
+        return self._narrowing(plugin, event, lambda reg: None if reg.targets is None else reg.targets(old, new))
 
     def pod_keys(self, plugin: str, pod: Pod) -> frozenset[Hashable] | None:
         """The keys ``pod``, rejected by ``plugin``, waits on: the union over the plugin's keyed
         registrations (None when it has none, or one of them says any change may concern the pod)."""
         keyed = [reg.pod_keys for reg in self._by_plugin.get(plugin) or () if reg.pod_keys is not None]
-        if not keyed:
-            return None
-        found: set[Hashable] = set()
-        for fn in keyed:
-            got = fn(pod)
-            if got is None:
-                return None
-            found |= got
-        return frozenset(found)
+        return _union(fn(pod) for fn in keyed) if keyed else None
 
     def event_keys(self, plugin: str, event: ce.ClusterEvent, old: Any, new: Any) -> frozenset[Hashable] | None:
         """The keys ``event`` carries for ``plugin``'s registrations (None: no narrowing, when a
         matching registration has no ``event_keys`` or it answers None)."""
+        return self._narrowing(plugin, event, lambda reg: None if reg.event_keys is None else reg.event_keys(old, new))
+
+    def _narrowing(
+        self, plugin: str, event: ce.ClusterEvent, ask: Callable[[ce.ClusterEventWithHint], frozenset[T] | None]
+    ) -> frozenset[T] | None:
+        """The union of ``ask`` over ``plugin``'s registrations matching ``event``; None (no
+        narrowing) for a plugin without registrations, a wildcard event, or any None answer."""
         regs = self._by_plugin.get(plugin)
         if regs is None or event.is_wildcard:
             return None
-        found: set[Hashable] = set()
-        for reg in regs:
-            if not ce.matches(reg.event, event):
-                continue
-            got = None if reg.event_keys is None else reg.event_keys(old, new)
-            if got is None:
-                return None
-            found |= got
-        return frozenset(found)
+        return _union(ask(reg) for reg in regs if ce.matches(reg.event, event))
 
     def worth_requeuing(self, pod: Pod, rejectors: Collection[str], event: ce.ClusterEvent, old: Any, new: Any) -> bool:
         """Whether ``event`` may make ``pod``, rejected by ``rejectors``, schedulable."""
@@ -155,6 +135,16 @@ class RequeueRules:
         if regs is None or event.is_wildcard:
             return None
         return tuple(reg for reg in regs if ce.matches(reg.event, event))
+
+
+def _union(parts: Iterable[frozenset[T] | None]) -> frozenset[T] | None:
+    """The union of ``parts``, or None as soon as one is None."""
+    found: set[T] = set()
+    for got in parts:
+        if got is None:
+            return None
+        found |= got
+    return frozenset(found)
 
 
 def _ask(hint: ce.HintFn, plugin: str, pod: Pod, event: ce.ClusterEvent, old: Any, new: Any) -> ce.Hint:
