@@ -32,9 +32,11 @@ import structlog
 import urllib3
 import urllib3.exceptions
 
-from custom_scheduler.kube import api_errors
+from custom_scheduler.kube import api_errors, http_headers
 
 log = structlog.get_logger("custom_scheduler.kube.client")
+
+http_headers.install()  # every response's headers, without the email package (see there)
 
 JSON_CT = "application/json"
 MERGE_PATCH_CT = "application/merge-patch+json"
