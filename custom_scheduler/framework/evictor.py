@@ -38,6 +38,8 @@ DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 DISRUPTION_MESSAGE_FORMAT = "{scheduler}: preempting to accommodate a higher priority pod"
 EVENT_REASON = "Preempted"
+#: Preemptors whose victims :meth:`ApiEvictor.running` keeps watching, at most (oldest dropped).
+MAX_WATCHED = 4096
 EVENT_ACTION = "Preempting"
 EVENT_NOTE_FORMAT = "Preempted by pod {uid} on node {node}"
 
@@ -64,7 +66,8 @@ class Evictor(Protocol):
         ...
 
     def running(self, uid: str) -> bool:
-        """True while the evictions for preemptor ``uid`` are still being sent."""
+        """True while the evictions for preemptor ``uid`` are still being sent (and, where the
+        evictor can see the cluster, until the informers show each victim terminating or gone)."""
         ...
 
 
@@ -79,11 +82,18 @@ class ApiEvictor:
         events: EventSink | None = None,
         on_done: DoneCallback | None = None,
         workers: int = PARALLELISM,
+        lookup: Callable[[str], Pod | None] | None = None,
     ) -> None:
         self.client = client
         self.fence = fence
         self.events = events
         self.on_done = on_done
+        # The scheduler's view of a pod by uid (its cache): with it, a preemptor stays running
+        # until that view shows its victims terminating or gone (upstream's
+        # lastVictimsPendingPreemption). The deletes' answers come before the informers' events,
+        # and a gang retried in that window saw its victims still running and preempted again.
+        self.lookup = lookup
+        self._victims: dict[str, tuple[str, ...]] = {}
         # One preemption at a time per thread; each fans its victims out to a pool of its own.
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preempt")
         self._lock = threading.Lock()
@@ -91,7 +101,18 @@ class ApiEvictor:
 
     def running(self, uid: str) -> bool:
         with self._lock:
-            return uid in self._running
+            if uid in self._running:
+                return True
+            victims = self._victims.get(uid)
+        if victims is None or self.lookup is None:
+            return False
+        for v in victims:
+            pod = self.lookup(v)
+            if pod is not None and not pod.deleting:
+                return True
+        with self._lock:
+            self._victims.pop(uid, None)
+        return False
 
     def start(self, preemptor: Pod, node: str, victims: Sequence[Pod], cleared: Sequence[Pod]) -> None:
         with self._lock:
@@ -118,6 +139,11 @@ class ApiEvictor:
             else:
                 self._clear_now(cleared)
                 ok = True
+                if todo and self.lookup is not None:
+                    with self._lock:
+                        self._victims[preemptor.uid] = tuple(v.uid for v in todo)
+                        while len(self._victims) > MAX_WATCHED:  # preemptors never asked again
+                            del self._victims[next(iter(self._victims))]
         except Exception:
             log.exception("preemption_crashed", pod=preemptor.key)
         finally:

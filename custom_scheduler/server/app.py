@@ -190,7 +190,13 @@ class App:
         self.evictor: ApiEvictor | None = (
             None
             if self.dry_run
-            else ApiEvictor(self.client, fence=self.fence, events=self.writer.event, on_done=self._preemption_done)
+            else ApiEvictor(
+                self.client,
+                fence=self.fence,
+                events=self.writer.event,
+                on_done=self._preemption_done,
+                lookup=self.cache.get_pod,
+            )
         )
 
     def _build_scheduler_informers(self) -> None:

@@ -412,3 +412,34 @@ def test_the_cycle_clears_a_nomination_that_cannot_work(cluster: Cluster) -> Non
     assert cluster.client.calls == [clear_call(big)]
     assert cluster.sched.nominator.node_of(big.uid) is None
     assert cluster.done == []
+
+
+def test_with_a_view_of_the_cluster_the_preemptor_runs_until_its_victims_show_terminating() -> None:
+    """upstream's lastVictimsPendingPreemption: the deletes are answered before the informers
+    report them, and a gang retried in between saw its victims still running and preempted again.
+    With ``lookup`` (the scheduler's cache) the preemptor stays running until every victim it
+    deleted shows terminating or gone there; a failed preemption is not kept running."""
+    seen: dict[str, Pod] = {}
+    done = threading.Event()
+    client = FakeClient()
+    evictor = ApiEvictor(client, fence=Fence(), on_done=lambda p, ok: done.set(), workers=2, lookup=seen.get)
+    try:
+        victims = [pod("low-1"), pod("low-2")]
+        seen.update({v.uid: v for v in victims})
+        evictor.start(PREEMPTOR, "n", victims, ())
+        assert done.wait(WAIT)
+        assert evictor.running(PREEMPTOR.uid)  # sent, but the cache still shows both running
+        seen["uid-low-1"] = pod("low-1", terminating=True)
+        assert evictor.running(PREEMPTOR.uid)
+        del seen["uid-low-2"]
+        assert not evictor.running(PREEMPTOR.uid)
+        assert not evictor.running(PREEMPTOR.uid)  # and forgotten
+
+        done.clear()
+        client.fail["pods/low-3"] = api_errors.ApiError(403, "Forbidden", "no")
+        seen["uid-low-3"] = pod("low-3")
+        evictor.start(PREEMPTOR, "n", [seen["uid-low-3"]], ())
+        assert done.wait(WAIT)
+        assert not evictor.running(PREEMPTOR.uid)
+    finally:
+        evictor.shutdown(wait=True)
