@@ -421,12 +421,7 @@ class PodTopologySpread:
         # spread by hostname on nodes without a zone label.
         require_all = bool(pod.topology_spread_constraints) or not self._system_defaulted
         keys = [c.topology_key for c in constraints]
-        ignored: set[str] = set()
-        counts: list[dict[str, int]] = [{} for _ in constraints]
-        for _, node in spread_tally.scored_nodes(nodes, keys, require_all=require_all, ignored=ignored):
-            for i, k in enumerate(keys):
-                if k != LABEL_HOSTNAME:
-                    counts[i].setdefault(node.labels.get(k, ""), 0)
+        counts, ignored = spread_scoring.scored_domains(nodes, keys, require_all=require_all)
         scored = len(nodes) - len(ignored)
         weights = tuple(math.log((scored if k == LABEL_HOSTNAME else len(counts[i])) + 2) for i, k in enumerate(keys))
         counters = tuple(self._matches.counter(c.selector, pod.namespace) for c in constraints)

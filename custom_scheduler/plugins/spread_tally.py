@@ -12,7 +12,7 @@ namespace, not terminating, and matches the selector. The plugin keeps the skew 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,22 +168,6 @@ def _sum(row: Callable[[NodeInfo], arrays.Entries], nodes: Sequence[NodeInfo]) -
         for k, v in row(ni):
             out[k] = out.get(k, 0) + v
     return out
-
-
-def scored_nodes(
-    nodes: Sequence[NodeInfo], keys: Sequence[str], *, require_all: bool, ignored: set[str] | None = None
-) -> Iterator[tuple[NodeInfo, Node]]:
-    """The nodes PreScore counts and scores: those with a Node and, when ``require_all``, every
-    key; the names of those without every key go into ``ignored`` (they score 0)."""
-    for ni in nodes:
-        node = ni.node
-        if node is None:
-            continue
-        if require_all and any(k not in node.labels for k in keys):
-            if ignored is not None:
-                ignored.add(node.name)
-            continue
-        yield ni, node
 
 
 def count_on_node(node_info: NodeInfo, selector: Selector, namespace: str) -> int:
