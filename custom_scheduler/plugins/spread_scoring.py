@@ -15,7 +15,6 @@ requires) score 0 and count for neither min nor max.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping, Sequence
 
 from custom_scheduler.framework.types import MAX_NODE_SCORE, NodeInfo
@@ -40,23 +39,9 @@ def terms(
     return out
 
 
-def go_round(x: float) -> int:
-    """Go's ``math.Round`` for x >= 0: halves away from zero (Python's ``round`` goes to even)."""
-    r = math.floor(x)
-    return int(r) + (1 if x - r >= 0.5 else 0)
-
-
 def node_score(ts: Sequence[Term], node_info: NodeInfo) -> int:
     """One node's raw score (the caller has checked it has a Node and is not ignored)."""
-    labels = node_info.node.labels if node_info.node is not None else {}
-    total = 0.0
-    for key, extra, by_value, weight, counter in ts:
-        value = labels.get(key)
-        if value is None:
-            continue
-        n = counter(node_info) if counter is not None else by_value.get(value, 0)
-        total += n * weight + extra
-    return go_round(total)
+    return node_scores(ts, (), (node_info,))[0]
 
 
 def node_scores(ts: Sequence[Term], ignored: Collection[str], nodes: Sequence[NodeInfo]) -> list[int]:
@@ -77,7 +62,7 @@ def node_scores(ts: Sequence[Term], ignored: Collection[str], nodes: Sequence[No
                 continue
             n = counter(ni) if counter is not None else by_value.get(value, 0)
             total += n * weight + extra
-        whole = int(total)  # go_round: floor (total >= 0), then halves up
+        whole = int(total)  # Go's math.Round for total >= 0: floor, then halves away from zero
         append(whole + 1 if total - whole >= 0.5 else whole)
     return out
 

@@ -93,5 +93,9 @@ def test_batch_scores_equal_per_node_scores(
     assert [s.score for s in ns] == want
 
 
-def test_go_round_halves_away_from_zero() -> None:
-    assert [spread_scoring.go_round(x) for x in (0.0, 0.49, 0.5, 1.5, 2.5, 2.51)] == [0, 0, 1, 2, 3, 3]
+def test_scores_round_halves_away_from_zero_as_go() -> None:
+    """Go's math.Round, not Python's round (halves to even): 0.5 -> 1, 2.5 -> 3."""
+    nodes = [NodeInfo(make_node(f"n{i}").label(ZONE, f"z{i}").build()) for i in range(6)]
+    counts = {"z0": 0, "z1": 1, "z2": 3, "z3": 5, "z4": 6}  # z5: no count
+    term: spread_scoring.Term = (ZONE, 0, counts, 0.5, None)
+    assert spread_scoring.node_scores([term], (), nodes) == [0, 1, 2, 3, 3, 0]
