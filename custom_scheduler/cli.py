@@ -275,9 +275,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from custom_scheduler.server import logs
+    # Before any module that logs: importing it imports structlog without rich (see its docstring).
+    from custom_scheduler.server import logs  # noqa: F401
 
-    logs.import_structlog()  # before any module that logs: structlog without rich (see its docstring)
     try:
         if args.command == "check-config":
             return cmd_check_config(args)
