@@ -3,8 +3,8 @@
 Why a module of its own: Score runs on every feasible node of every pod, so the plugin scores all
 nodes in one call (the framework's batch path) with the constraint data looked up once per pod,
 not once per node, and normalises plain ints without building a NodeScore per node. The per-node
-form stays for the callers that score one node (preemption's dry runs, custom frameworks); both
-forms share the arithmetic below, and a property test checks they agree.
+form (preemption's dry runs, custom frameworks) is the same loop over one node; a property test
+checks both against upstream's NormalizeScore loop.
 
 The formula is upstream's: ``round(Σ count·weight + maxSkew - 1)`` over the constraints whose
 topology key the node carries, where ``count`` is the domain's matching pods (the node's own for
@@ -45,8 +45,8 @@ def node_score(ts: Sequence[Term], node_info: NodeInfo) -> int:
 
 
 def node_scores(ts: Sequence[Term], ignored: Collection[str], nodes: Sequence[NodeInfo]) -> list[int]:
-    """:func:`node_score` of every node, 0 for nodes without a Node or ignored by PreScore (the
-    same arithmetic written out in one loop: a call per node was half of this)."""
+    """Every node's raw score, 0 for nodes without a Node or ignored by PreScore (written out in
+    one loop: a call per node was half of this)."""
     out: list[int] = []
     append = out.append
     for ni in nodes:
