@@ -4,7 +4,8 @@ Why not the generated API classes: on the hot paths (LIST, WATCH, bind, events) 
 millisecond per object to build models, and ``create_namespaced_pod_binding`` raises *after* a
 successful bind (../shared/docs/python-client.md §4). We use the ``kubernetes`` package for what it
 does well (loading kubeconfig / in-cluster credentials, TLS settings, token refresh) and send raw
-JSON over its urllib3 pool ourselves.
+JSON ourselves: single requests on ``http.client`` keep-alive connections (:mod:`.http_pool`,
+a third of urllib3's CPU per request), watches on the urllib3 pool.
 
 - :class:`KubeClient.request` returns parsed JSON (or raw bytes) for 2xx and raises
   :mod:`custom_scheduler.kube.api_errors` for everything else.
@@ -20,6 +21,7 @@ JSON over its urllib3 pool ourselves.
 
 from __future__ import annotations
 
+import http.client
 import os
 import threading
 import time
@@ -32,7 +34,7 @@ import structlog
 import urllib3
 import urllib3.exceptions
 
-from custom_scheduler.kube import api_errors, http_headers
+from custom_scheduler.kube import api_errors, http_headers, http_pool
 
 log = structlog.get_logger("custom_scheduler.kube.client")
 
@@ -163,6 +165,8 @@ class KubeClient:
         self._cfg = configuration
         self._rest = rest.RESTClientObject(configuration)
         self._pool: urllib3.PoolManager = self._rest.pool_manager
+        #: Non-streaming requests go here when the configuration allows (see kube.http_pool).
+        self._lean = http_pool.lean_pool(configuration, pool_maxsize)
         self.host = str(configuration.host).rstrip("/")
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent
@@ -234,13 +238,41 @@ class KubeClient:
             if body is not None:
                 data = body if isinstance(body, bytes) else orjson.dumps(body)
                 content_type = content_type or JSON_CT
-            resp = self._send(method, path, query, data, content_type, timeout, preload=True)
+            if self._lean is not None:
+                status, body_out, headers = self._send_lean(method, path, query, data, content_type, timeout)
+            else:
+                resp = self._send(method, path, query, data, content_type, timeout, preload=True)
+                status, body_out, headers = resp.status, resp.data, resp.headers
         finally:
             self.observer.latency(method, self.host, time.perf_counter() - start)
-        if 200 <= resp.status < 300:
-            return bytes(resp.data)
-        self._failed(resp.status)
-        raise api_errors.ApiError.from_response(resp.status, resp.data, resp.headers)
+        if 200 <= status < 300:
+            return bytes(body_out)
+        self._failed(status)
+        raise api_errors.ApiError.from_response(status, body_out, headers)
+
+    def _send_lean(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        data: bytes | None,
+        content_type: str | None,
+        timeout: tuple[float, float],
+    ) -> tuple[int, bytes, Any]:
+        """:meth:`_send` on the lean pool: the same errors, the same observer reports."""
+        assert self._lean is not None
+        target = path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None and v != ""}
+            if q:
+                target += f"?{urlencode(q)}"
+        try:
+            answer = self._lean.request(method, target, data, self._headers(content_type), timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.observer.result(method, self.host, NO_RESPONSE)
+            raise api_errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+        self.observer.result(method, self.host, str(answer.status))
+        return answer.status, answer.data, answer.headers
 
     def _send(
         self,
@@ -339,6 +371,8 @@ class KubeClient:
 
     def close(self) -> None:
         self._pool.clear()
+        if self._lean is not None:
+            self._lean.close()
 
 
 # -- paths -----------------------------------------------------------------------------------------

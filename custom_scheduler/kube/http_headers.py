@@ -52,6 +52,12 @@ def _parse(lines: list[bytes], _class: type[email.message.Message]) -> email.mes
     return email.parser.Parser(_class=_class).parsestr(b"".join(lines).decode("iso-8859-1"))
 
 
-def install() -> None:
-    """Make :func:`parse_headers` the process's (idempotent)."""
-    http.client.parse_headers = parse_headers  # type: ignore[assignment]
+def install(module: object = http.client) -> bool:
+    """Make :func:`parse_headers` the process's (idempotent); True if it did.
+
+    It reads through the standard library's private ``_read_headers`` (Python 3.11-3.13). On a
+    Python without it, nothing is replaced and the standard parser stays: slower, never broken."""
+    if not callable(getattr(module, "_read_headers", None)):
+        return False
+    module.parse_headers = parse_headers  # type: ignore[attr-defined]
+    return True

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import io
+import types
 
 import hypothesis.strategies as st
 import pytest
@@ -74,6 +75,13 @@ def test_installed_for_http_client() -> None:
     import custom_scheduler.kube.client  # noqa: F401  # installs it
 
     assert http.client.parse_headers is http_headers.parse_headers
+
+
+def test_not_installed_where_the_standard_library_has_no_read_headers() -> None:
+    without = types.SimpleNamespace(parse_headers=http_headers._STDLIB)  # a future http.client
+    assert http_headers.install(without) is False
+    assert without.parse_headers is http_headers._STDLIB
+    assert http_headers.install() is True
 
 
 @pytest.mark.parametrize("message_class", [http.client.HTTPMessage])
