@@ -309,6 +309,7 @@ class Options:
     custom_log_level: str = "info"
     kube_verbosity: int = 0
     py_spy: str = ""
+    py_spy_rate: int = 100
     keep: bool = False
     rounds: int = 1
     kube_scheduler: str = ""  # the upstream binary; found through hack/testenv.sh when empty
@@ -485,12 +486,12 @@ class PySpy:
     """``py-spy record --gil`` attached to a PID (raw collapsed stacks of the thread holding the GIL,
     i.e. where the interpreter spends its one core), stopped with SIGINT."""
 
-    def __init__(self, pid: int, out: Path) -> None:
+    def __init__(self, pid: int, out: Path, rate: int = 100) -> None:
         exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         self.out = out
         self.log = out.with_suffix(".log").open("wb")
         self.proc = subprocess.Popen(
-            [exe, "record", "--pid", str(pid), "--rate", "100", "--gil", "--threads", "-f", "raw", "-o", str(out)],
+            [exe, "record", "--pid", str(pid), "--rate", str(rate), "--gil", "--threads", "-f", "raw", "-o", str(out)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -928,7 +929,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             log(f"[{which}] {len(pods)} pods created in {res['pod_create_s']:.1f}s; starting the scheduler")
             sched = SchedulerProcess(which, cp, workdir, opts)
             if opts.py_spy and which == "custom":
-                spy = PySpy(sched.pid, Path(opts.py_spy))
+                spy = PySpy(sched.pid, Path(opts.py_spy), opts.py_spy_rate)
             t_start = sched.started
             window = CpuWindow(cp, None, _kwok_pids(kwok_proc))
             window.pids["scheduler"] = sched.pid
@@ -948,7 +949,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             before_measuring()
             attempts_before = sched.attempts(cp.admin_token)
             if opts.py_spy and which == "custom":
-                spy = PySpy(sched.pid, Path(opts.py_spy))
+                spy = PySpy(sched.pid, Path(opts.py_spy), opts.py_spy_rate)
                 time.sleep(1.0)  # let py-spy attach before the burst
             window = CpuWindow(cp, sched.pid, _kwok_pids(kwok_proc))
             if wl.churn is not None:
@@ -1489,6 +1490,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     p.add_argument("--custom-log-level", default="info")
     p.add_argument("--kube-verbosity", type=int, default=0)
     p.add_argument("--py-spy", default="", help="record our daemon with py-spy (raw stacks) into this file")
+    p.add_argument("--py-spy-rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument("--keep", action="store_true", help="keep the scheduler logs and configs")
     p.add_argument("--json", default="", help="write the raw numbers here")
     p.add_argument("--render", metavar="JSON", help="only re-print the table of an earlier --json file")
@@ -1518,6 +1520,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         custom_log_level=a.custom_log_level,
         kube_verbosity=a.kube_verbosity,
         py_spy=a.py_spy,
+        py_spy_rate=a.py_spy_rate,
         keep=a.keep,
         rounds=max(1, a.rounds),
         gangs=a.gangs,

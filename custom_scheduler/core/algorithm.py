@@ -209,13 +209,17 @@ class Algorithm:
         t = ins.now()
         code = Code.ERROR
         feasible: list[NodeInfo] = []
+        rejected: dict[str, Status] = {}
         evaluated = 0
         try:
-            feasible, evaluated = self._find_feasible(fwk, state, pod, nodes, nominated, statuses, find_all, snap)
+            feasible, evaluated = self._find_feasible(fwk, state, pod, nodes, nominated, rejected, find_all, snap)
             code = Code.SUCCESS
             return feasible, evaluated
         finally:
-            fwk.report_filter(state, statuses.values(), evaluated, code, ins.now() - t)
+            # Only Filter's own rejections count (PreFilter's exclusions name no filter plugin),
+            # and they join the nodes PreFilter left out: those are never among ``nodes``.
+            fwk.report_filter(state, rejected.values(), evaluated, code, ins.now() - t)
+            statuses.update(rejected)
 
     def _find_feasible(
         self,
@@ -224,10 +228,12 @@ class Algorithm:
         pod: Pod,
         nodes: Sequence[NodeInfo],
         nominated: Mapping[str, Sequence[Pod]],
-        statuses: dict[str, Status],
+        rejected: dict[str, Status],
         find_all: bool,
         snap: Snapshot | None = None,
     ) -> tuple[list[NodeInfo], int]:
+        """Filter over ``nodes`` from the rotating start until enough feasible ones are found;
+        each node Filter rejects gets its status in ``rejected``."""
         n = len(nodes)
         if n == 0:
             return [], 0
@@ -250,13 +256,13 @@ class Algorithm:
                     if len(feasible) >= want:
                         break
                 else:
-                    statuses[ni.name] = s
+                    rejected[ni.name] = s
         else:
-            feasible, rejected, processed = fwk.filter_many(
+            feasible, found, processed = fwk.filter_many(
                 state, pod, nodes, start=start, want=want, snap=snap, need_statuses=find_all
             )
-            statuses.update(rejected)
-        for s in statuses.values():
+            rejected.update(found)
+        for s in rejected.values():
             if s.code is Code.ERROR:
                 raise RuntimeError(f'running "{s.plugin}" filter plugin: {s.message}')  # upstream's text
         self.next_start = (start + processed) % n
@@ -301,9 +307,13 @@ def _prefilter_candidates(
     pos = snap.positions
     if len(allowed) * 8 < len(nodes):
         kept = [nodes[i] for i in sorted(pos[n] for n in allowed if n in pos)]
+        excluded = dict.fromkeys(pos, reason)  # every node, in C; then the few allowed out again
+        for name in allowed:
+            excluded.pop(name, None)
+        statuses.update(excluded)
     else:
         kept = [nodes[i] for n, i in pos.items() if n in allowed]
-    statuses.update(dict.fromkeys([n for n in pos if n not in allowed], reason))
+        statuses.update(dict.fromkeys([n for n in pos if n not in allowed], reason))
     return kept
 
 
