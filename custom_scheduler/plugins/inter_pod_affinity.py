@@ -30,7 +30,7 @@ AddPod/RemovePod (preemption) derive a new state with a small overlay of count c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -39,6 +39,7 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.interface import Handle
+from custom_scheduler.framework.pod_tally import PodRows, PodTally, row_entries
 from custom_scheduler.framework.registry import PluginSpec
 from custom_scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -166,11 +167,12 @@ def _add(counts: dict[Pair, int], labels: Mapping[str, str], key: str, n: int) -
         counts[pair] = counts.get(pair, 0) + n
 
 
-# --- per-node contributions (summed directly, or kept across cycles by arrays.RowTally) ----------
+# --- per-pod contributions (summed directly, or kept across cycles by pod_tally.PodTally) -------
 
 
-def _sum_rows(row: Callable[[NodeInfo], arrays.Entries], nodes: Sequence[NodeInfo]) -> dict[Any, int]:
+def _sum_rows(rows: PodRows, nodes: Sequence[NodeInfo]) -> dict[Any, int]:
     """The plain pass: every node's entries added up (explain, simulate, stub handles)."""
+    row = row_entries(rows)
     out: dict[Any, int] = {}
     for ni in nodes:
         for k, v in row(ni):
@@ -195,90 +197,98 @@ def _namespaces_read(terms: Sequence[AffinityTerm], version: int) -> int | None:
     return version if _reads_namespace_labels(terms) else None
 
 
-def _existing_anti_row(
-    terms_of: TermCache, pod: Pod, ns_labels: NamespaceLabels
-) -> Callable[[NodeInfo], arrays.Entries]:
-    """Per node: existing pods' required anti-affinity terms that select the incoming pod."""
-
-    def row(ni: NodeInfo) -> arrays.Entries:
-        if not ni.pods_with_required_anti_affinity or ni.node is None:
-            return ()
-        labels = ni.node.labels
-        out: list[tuple[Any, int]] = []
-        for existing in ni.pods_with_required_anti_affinity.values():
-            for t in terms_of.get(existing).required_anti_affinity:
-                if t.topology_key in labels and t.matches(pod, ns_labels):
-                    out.append(((t.topology_key, labels[t.topology_key]), 1))
-        return tuple(out)
-
-    return row
+def _node_labels(ni: NodeInfo) -> Mapping[str, str] | None:
+    return ni.node.labels if ni.node is not None else None
 
 
-def _incoming_row(
+def _with_anti(ni: NodeInfo) -> Mapping[str, Pod]:
+    return ni.pods_with_required_anti_affinity
+
+
+def _with_affinity(ni: NodeInfo) -> Mapping[str, Pod]:
+    return ni.pods_with_affinity
+
+
+def _all_pods(ni: NodeInfo) -> Mapping[str, Pod]:
+    return ni.pods
+
+
+def _existing_anti_rows(terms_of: TermCache, pod: Pod, ns_labels: NamespaceLabels) -> PodRows:
+    """Per existing pod: its required anti-affinity terms that select the incoming pod."""
+
+    def entry(labels: Mapping[str, str], existing: Pod) -> arrays.Entries:
+        return tuple(
+            ((t.topology_key, labels[t.topology_key]), 1)
+            for t in terms_of.get(existing).required_anti_affinity
+            if t.topology_key in labels and t.matches(pod, ns_labels)
+        )
+
+    return PodRows(_with_anti, _node_labels, entry)
+
+
+def _incoming_rows(
     req_aff: tuple[AffinityTerm, ...], req_anti: tuple[AffinityTerm, ...], ns_labels: NamespaceLabels
-) -> Callable[[NodeInfo], arrays.Entries]:
-    """Per node: existing pods matching all incoming required affinity terms (tag "a") and each
-    incoming required anti-affinity term (tag "x"), per topology pair."""
+) -> PodRows:
+    """Per existing pod: whether it matches all incoming required affinity terms (tag "a") and
+    each incoming required anti-affinity term (tag "x"), per topology pair."""
     keys = {t.topology_key for t in req_aff + req_anti}
     # (label, values) a pod must carry to match, checked before the full match (see in_gate).
     aff_key, aff_values = in_gate(req_aff) or ("", None)
     anti = [(t, *(in_gate((t,)) or ("", None))) for t in req_anti]
 
-    def row(ni: NodeInfo) -> arrays.Entries:
+    def gate(ni: NodeInfo) -> Mapping[str, str] | None:
         node = ni.node
-        if node is None or not ni.pods:
-            return ()
-        labels = node.labels
-        if not any(k in labels for k in keys):
-            return ()  # no term could count on this node
+        if node is None or not any(k in node.labels for k in keys):
+            return None  # no term could count on this node
+        return node.labels
+
+    def entry(labels: Mapping[str, str], existing: Pod) -> arrays.Entries:
+        theirs = existing.labels
         out: list[tuple[Any, int]] = []
-        for existing in ni.pods.values():
-            theirs = existing.labels
+        if (
+            req_aff
+            and (aff_values is None or theirs.get(aff_key) in aff_values)
+            and matches_all(req_aff, existing, ns_labels)
+        ):
+            for t in req_aff:
+                if t.topology_key in labels:
+                    out.append((("a", t.topology_key, labels[t.topology_key]), 1))
+        for t, key, values in anti:
             if (
-                req_aff
-                and (aff_values is None or theirs.get(aff_key) in aff_values)
-                and matches_all(req_aff, existing, ns_labels)
+                t.topology_key in labels
+                and (values is None or theirs.get(key) in values)
+                and t.matches(existing, ns_labels)
             ):
-                for t in req_aff:
-                    if t.topology_key in labels:
-                        out.append((("a", t.topology_key, labels[t.topology_key]), 1))
-            for t, key, values in anti:
-                if (
-                    t.topology_key in labels
-                    and (values is None or theirs.get(key) in values)
-                    and t.matches(existing, ns_labels)
-                ):
-                    out.append((("x", t.topology_key, labels[t.topology_key]), 1))
+                out.append((("x", t.topology_key, labels[t.topology_key]), 1))
         return tuple(out)
 
-    return row
+    return PodRows(_all_pods, gate, entry)
 
 
-def _score_row(
+def _score_rows(
     terms_of: TermCache,
     terms: PodTerms,
     pod: Pod,
     ns_labels: NamespaceLabels,
     hard_weight: int,
     has_preferred: bool,
-) -> Callable[[NodeInfo], arrays.Entries]:
-    """Per node: PreScore's weights per topology pair, from the incoming pod's preferred terms
-    over existing pods and from existing pods' terms over the incoming pod."""
+) -> PodRows:
+    """Per existing pod: PreScore's weights per topology pair, from the incoming pod's preferred
+    terms over it and from its terms over the incoming pod. Without preferred terms of the
+    incoming pod's own, only existing pods with affinity can contribute."""
     incoming = _weighted(terms, 0)
 
-    def row(ni: NodeInfo) -> arrays.Entries:
-        existing_pods = ni.pods if has_preferred else ni.pods_with_affinity
-        if not existing_pods or ni.node is None or not ni.node.labels:
-            return ()
-        labels = ni.node.labels
+    def gate(ni: NodeInfo) -> Mapping[str, str] | None:
+        return ni.node.labels if ni.node is not None and ni.node.labels else None
+
+    def entry(labels: Mapping[str, str], existing: Pod) -> arrays.Entries:
         out: list[tuple[Any, int]] = []
-        for existing in existing_pods.values():
-            _add_matching(out, labels, incoming, existing, ns_labels)
-            if existing.has_pod_affinity:
-                _add_matching(out, labels, _weighted(terms_of.get(existing), hard_weight), pod, ns_labels)
+        _add_matching(out, labels, incoming, existing, ns_labels)
+        if existing.has_pod_affinity:
+            _add_matching(out, labels, _weighted(terms_of.get(existing), hard_weight), pod, ns_labels)
         return tuple(out)
 
-    return row
+    return PodRows(_all_pods if has_preferred else _with_affinity, gate, entry)
 
 
 def _weighted(terms: PodTerms, hard_weight: int) -> list[tuple[AffinityTerm, int]]:
@@ -320,7 +330,7 @@ class InterPodAffinity:
         self._terms = TermCache()
         # The hints' own cache: they run on the informers' thread, this cache's on the scheduler's.
         self._hint_terms = TermCache()
-        self._tally = arrays.RowTally()
+        self._tally = PodTally()
 
     def sign_pod(self, pod: Pod) -> signers.Fragments | None:
         """A pod with pod (anti-)affinity is not signable; others by their labels (existing pods'
@@ -366,13 +376,13 @@ class InterPodAffinity:
         ns_labels = NamespaceLabels(self._handle)
         all_nodes = self._handle.snapshot_nodes()
         snap = self._memo_snapshot(all_nodes)
-        anti_row = _existing_anti_row(self._terms, pod, ns_labels)
+        anti_rows = _existing_anti_rows(self._terms, pod, ns_labels)
         existing_anti: dict[Any, int]
         if snap is not None:
             key = ("existing-anti", _incoming_key(pod, ns_labels))
-            existing_anti = self._tally.totals(key, snap.arrays, all_nodes, anti_row)
+            existing_anti = self._tally.totals(key, snap.arrays, all_nodes, anti_rows)
         else:
-            existing_anti = _sum_rows(anti_row, self._nodes_with(all_nodes, anti=True))
+            existing_anti = _sum_rows(anti_rows, self._nodes_with(all_nodes, anti=True))
         affinity, anti = self._incoming_counts(terms, pod, all_nodes, ns_labels, snap, ns_version)
         s = _FilterState(
             terms,
@@ -415,13 +425,13 @@ class InterPodAffinity:
         req_aff, req_anti = terms.required_affinity, terms.required_anti_affinity
         if not req_aff and not req_anti:
             return {}, {}
-        row = _incoming_row(req_aff, req_anti, ns_labels)
+        rows = _incoming_rows(req_aff, req_anti, ns_labels)
         totals: dict[Any, int]
         if snap is not None:
             key = ("incoming", pod.namespace, req_aff, req_anti, _namespaces_read(req_aff + req_anti, ns_version))
-            totals = self._tally.totals(key, snap.arrays, nodes, row)
+            totals = self._tally.totals(key, snap.arrays, nodes, rows)
         else:
-            totals = _sum_rows(row, nodes)
+            totals = _sum_rows(rows, nodes)
         affinity: dict[Pair, int] = {}
         anti: dict[Pair, int] = {}
         for (tag, key, value), n in totals.items():
@@ -502,16 +512,16 @@ class InterPodAffinity:
         hard_weight = self._args.hard_pod_affinity_weight
         all_nodes = self._handle.snapshot_nodes()
         snap = self._memo_snapshot(all_nodes)
-        row = _score_row(self._terms, terms, pod, ns_labels, hard_weight, has_preferred)
+        rows = _score_rows(self._terms, terms, pod, ns_labels, hard_weight, has_preferred)
         preferred = terms.preferred_affinity + terms.preferred_anti_affinity
         totals: dict[Any, int]
         if snap is not None:
             read = _namespaces_read(preferred, ns_version)
             memo_key = ("score", _incoming_key(pod, ns_labels), has_preferred, preferred, hard_weight, read)
-            totals = self._tally.totals(memo_key, snap.arrays, all_nodes, row)
+            totals = self._tally.totals(memo_key, snap.arrays, all_nodes, rows)
         else:
             # Without preferred terms of its own, only existing pods with affinity can contribute.
-            totals = _sum_rows(row, all_nodes if has_preferred else self._nodes_with(all_nodes, anti=False))
+            totals = _sum_rows(rows, all_nodes if has_preferred else self._nodes_with(all_nodes, anti=False))
         score: dict[str, dict[str, int]] = {}
         for (topology_key, value), weight in totals.items():
             score.setdefault(topology_key, {})[value] = weight

@@ -8,6 +8,7 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
+from custom_scheduler.framework.pod_tally import row_entries
 from custom_scheduler.framework.types import NodeInfo
 from custom_scheduler.plugins import inter_pod_affinity as ipa
 from custom_scheduler.plugins.affinity_terms import NamespaceLabels, compile_pod_terms, matches_all
@@ -58,7 +59,9 @@ def test_gated_counts_equal_a_full_match(aff: list[Any], anti: list[Any], pods: 
     ni = NodeInfo(make_node("n1").build())
     for i, labels in enumerate(pods):
         ni.add_pod(make_pod(f"p{i}").labels(**labels).node("n1").build())
-    row = ipa._incoming_row(terms.required_affinity, terms.required_anti_affinity, NamespaceLabels(fake_handle()))
+    row = row_entries(
+        ipa._incoming_rows(terms.required_affinity, terms.required_anti_affinity, NamespaceLabels(fake_handle()))
+    )
     got: dict[Any, int] = {}
     for key, n in row(ni):
         got[key] = got.get(key, 0) + n

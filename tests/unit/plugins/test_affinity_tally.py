@@ -1,8 +1,10 @@
-"""InterPodAffinity's sums over all nodes, kept across cycles (arrays.RowTally), equal a plain pass
-over the snapshot whatever happens to the cluster between two pods."""
+"""InterPodAffinity's sums over all nodes, kept across cycles and updated per pod
+(pod_tally.PodTally), equal a plain pass over the snapshot whatever happens to the cluster
+between two pods: pods added, removed or replaced under the same uid, nodes added or relabelled."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import hypothesis.strategies as st
@@ -48,6 +50,7 @@ OPS = st.one_of(
     st.tuples(st.just("remove"), st.integers(0, 40)),
     st.tuples(st.just("relabel"), st.integers(0, 5), st.sampled_from(["z1", "z2", None])),
     st.tuples(st.just("node"), st.integers(6, 7)),
+    st.tuples(st.just("update"), st.integers(0, 40), st.integers(0, 4)),  # same uid, another Pod
 )
 
 
@@ -91,6 +94,11 @@ def test_kept_sums_equal_a_plain_pass(ops: list[tuple[Any, ...]]) -> None:
             pods.append(pod)
         elif op[0] == "remove" and pods:
             cache.remove_pod(pods.pop(op[1] % len(pods)))
+        elif op[0] == "update" and pods:
+            i = op[1] % len(pods)
+            old = pods[i]
+            pods[i] = dataclasses.replace(_existing(old.name, op[2]).node(old.node_name).build(), uid=old.uid)
+            cache.update_pod(pods[i])
         elif op[0] == "relabel":
             cache.update_node(_node(op[1], op[2]))
         elif op[0] == "node":
