@@ -425,6 +425,8 @@ class SchedulerProcess:
         )
         self.pid = self.proc.pid
         self.exit_code: int | None = None
+        #: With ``--keep``, each scrape's whole /metrics text is saved here (the last one stays).
+        self.metrics_dump = workdir / f"{which}-metrics.txt" if opts.keep else None
         self.metrics_url = _metrics_url(argv, workdir)
 
     def alive(self) -> bool:
@@ -435,7 +437,7 @@ class SchedulerProcess:
         schedulers serve it over HTTPS with delegated authentication: the admin token passes)."""
         if not self.metrics_url:
             return {}
-        return scrape_attempts(self.metrics_url, token)
+        return scrape_attempts(self.metrics_url, token, self.metrics_dump)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -471,8 +473,9 @@ def _metrics_url(argv: Sequence[str], workdir: Path) -> str:
     return ""
 
 
-def scrape_attempts(url: str, token: str) -> dict[str, float]:
-    """Sum ``scheduler_schedule_attempts_total`` per ``result`` label (every profile)."""
+def scrape_attempts(url: str, token: str, dump: Path | None = None) -> dict[str, float]:
+    """Sum ``scheduler_schedule_attempts_total`` per ``result`` label (every profile); the whole
+    text is written to ``dump`` when given (requeue counters, per-plugin figures, for a post-mortem)."""
     import ssl
     import urllib.request
 
@@ -485,6 +488,8 @@ def scrape_attempts(url: str, token: str) -> dict[str, float]:
             text = resp.read().decode()
     except OSError:
         return {}
+    if dump is not None:
+        dump.write_text(text)
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("scheduler_schedule_attempts_total{"):

@@ -19,11 +19,10 @@ known to the queue is in exactly one of four places:
   ``done``. Updates and deletes that arrive meanwhile are recorded and applied when the pod is
   requeued.
 
-A pod's life: ``add`` -> activeQ -> ``pop`` (attempts += 1, in flight) -> on success ``done``; on
-failure ``add_unschedulable_if_not_present`` (plugins rejected it) or ``add_backoff`` (an error),
-then ``done``. The requeue calls end the in-flight state themselves, so the ``done`` that the caller
-runs in a ``finally`` is then a no-op; the requeue must come before ``done``, or a delete that arrived
-during the cycle is forgotten.
+A pod's life: ``add`` -> activeQ -> ``pop`` (attempts += 1, in flight) -> ``done`` on success, else
+``add_unschedulable_if_not_present`` (plugins rejected it) or ``add_backoff`` (an error). Those end
+the in-flight state, so the caller's ``done`` in a ``finally`` is a no-op; they must come before it,
+or a delete that arrived during the cycle is forgotten.
 
 PreEnqueue (kube-scheduler's moveToActiveQ): every way into activeQ (add, an update of an unknown
 or unschedulable pod, the end of a backoff, a move from unschedulable) first asks the ``pre_enqueue``
@@ -44,9 +43,8 @@ none); a condition on it wakes ``pop``. Informer threads add, update, delete and
 scheduling thread pops and requeues; binders call ``done`` and ``add_backoff``. Callbacks (``less``,
 ``pre_check``, ``pre_enqueue``, the hints) run under the lock: cheap, and never calling the queue.
 
-Not here: nominated pods (:mod:`.nominator`), the hints (asked through :class:`.ports.Hints`),
-metrics export. Time is the injected ``clock``'s; only ``pop``'s timeout and the flush period use
-real monotonic time, so a fake clock never stalls them.
+Not here: nominated pods (:mod:`.nominator`), the hints (:class:`.ports.Hints`), metrics export.
+Time is the injected ``clock``'s; ``pop``'s timeout and the flush period use real monotonic time.
 """
 
 from __future__ import annotations
@@ -75,8 +73,11 @@ PreEnqueueCheck = Callable[[model.Pod], str | None]
 """Runs the pod's profile's PreEnqueue plugins: None when all pass, else the rejecting plugin's name."""
 
 # Why a pod entered a sub-queue (kube-scheduler's event labels of scheduler_queue_incoming_pods_total).
-POD_ADD = "PodAdd"
-POD_UPDATE = "PodUpdate"
+#: A new pending pod, or one the queue did not know arriving by an update (upstream adds it).
+POD_ADD = ce.UNSCHEDULED_POD_ADD.label
+#: A pod moved by its own change is counted under the TargetPod event that moved it (such as
+#: ``TargetPodUpdatePodToleration``, upstream's ``evt.Label()``); this when it names none.
+POD_UPDATE = "TargetPodUpdate"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 #: The incoming event of a pod an idle scheduler took from backoffQ (upstream's ``PopFromBackoffQ``).
@@ -181,7 +182,7 @@ class SchedulingQueue:
         """
         with self._lock:
             if not self._update_locked(pod):
-                self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_UPDATE)
+                self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_ADD)
 
     def _update_locked(self, pod: model.Pod) -> bool:
         """Apply an update wherever the pod is; False if the queue does not know it."""
@@ -194,17 +195,20 @@ class SchedulingQueue:
         self._unschedulable.reindex(qpi)  # its keys come from the pod
         if not may_have_become_schedulable(old, pod):
             return True
-        if not qpi.gated and not any(self._worth(qpi, e, old, pod) for e in ce.pod_changes(old, pod, target=True)):
-            return True  # updated in place: no rejecting plugin cares about this change
+        changes = ce.pod_changes(old, pod, target=True)
         if qpi.gated:
             # Only PreEnqueue held it back, so only PreEnqueue decides; still rejected, it stays
             # where it is (same timestamp, not counted as entering again).
             if self._passes_pre_enqueue(qpi):
                 self._unschedulable.remove(pod.uid)
-                self._push_active(qpi, POD_UPDATE)
+                ungated = [e for e in changes if e.action is ce.Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED]
+                self._push_active(qpi, (ungated or changes)[0].label if changes else POD_UPDATE)
             return True
+        moved_by = next((e for e in changes if self._worth(qpi, e, old, pod)), None)
+        if moved_by is None:
+            return True  # updated in place: no rejecting plugin cares about this change
         self._unschedulable.remove(pod.uid)
-        self._move_locked(qpi, POD_UPDATE)
+        self._move_locked(qpi, moved_by.label)
         return True
 
     def delete(self, pod: model.Pod | str) -> bool:

@@ -94,7 +94,7 @@ def test_metrics_cover_kube_scheduler_and_the_kubernetes_mixin(env: Env, daemon:
     assert daemon.metrics.sample("scheduler_pod_scheduling_attempts_count") == len(names)
     assert (daemon.metrics.sample("scheduler_preemption_attempts_total") or 0) >= 1
     assert daemon.metrics.sample("leader_election_master_status", {"name": "custom-scheduler"}) == 1.0
-    incoming = {"queue": "active", "event": "PodAdd"}
+    incoming = {"queue": "active", "event": "UnscheduledPodAdd"}
     assert (daemon.metrics.sample("scheduler_queue_incoming_pods_total", incoming) or 0) >= len(names) + 1
     bind = {"extension_point": "Bind", "status": "Success", "profile": "metrics-test"}
     assert daemon.metrics.sample("scheduler_framework_extension_point_duration_seconds_count", bind) == len(names)

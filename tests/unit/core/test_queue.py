@@ -354,10 +354,45 @@ def test_update_unschedulable_after_backoff_moves_to_active(q: SchedulingQueue, 
     assert q.where("uid-a") is ACTIVE
 
 
+TOLERATION = ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_TOLERATION)
+LABEL = ce.ClusterEvent(ce.Resource.TARGET_POD, ce.Action.UPDATE_POD_LABEL)
+
+
+@pytest.mark.parametrize(
+    ("interest", "change", "counted"),
+    [
+        pytest.param({TOLERATION: {"TaintToleration"}}, "toleration", "TargetPodUpdatePodToleration", id="toleration"),
+        pytest.param({LABEL: {"TaintToleration"}}, "both", "TargetPodUpdatePodLabel", id="the-event-that-moved-it"),
+        pytest.param({TOLERATION: {"TaintToleration"}}, "both", "TargetPodUpdatePodToleration", id="skips-unwanted"),
+        pytest.param({LABEL: {"NodeAffinity"}}, "label", None, id="no-rejector-cares-stays"),
+    ],
+)
+def test_an_unschedulable_pod_moved_by_its_own_update_is_counted_under_that_event(
+    clock: FakeClock, interest: dict[ce.ClusterEvent, set[str]], change: str, counted: str | None
+) -> None:
+    """Upstream's Update requeues with ``evt.Label()`` of the TargetPod event whose hint queued it."""
+    q = SchedulingQueue(priority_less, clock=clock, hints=PluginHints(interest))  # type: ignore[arg-type]
+    q.add(pod("a"))
+    qpi = pop(q)
+    assert fail(q, qpi, "TaintToleration") is UNSCHEDULABLE
+    before = dict(q.incoming_counts())
+    newer = qpi.pod
+    if change in ("label", "both"):
+        newer = dataclasses.replace(newer, labels={"app": "x"})
+    if change in ("toleration", "both"):
+        newer = dataclasses.replace(
+            newer, tolerations=(*newer.tolerations, model.Toleration(key="k", operator="Exists"))
+        )
+    clock.advance(1)
+    q.update(newer)
+    moved = {k: v - before.get(k, 0) for k, v in q.incoming_counts().items() if v != before.get(k, 0)}
+    assert moved == ({("active", counted): 1} if counted else {})
+
+
 def test_update_unknown_pod_adds_it(q: SchedulingQueue) -> None:
     q.update(pod("a"))
     assert q.where("uid-a") is ACTIVE
-    assert q.incoming_counts() == {("active", queue.POD_UPDATE): 1}
+    assert q.incoming_counts() == {("active", "UnscheduledPodAdd"): 1}  # upstream's addPod
 
 
 def test_update_in_flight_is_applied_on_requeue(q: SchedulingQueue) -> None:
@@ -720,7 +755,7 @@ def test_update_of_gated_pod(
     assert qpi.gated is (where is GATED)
     if where is ACTIVE:
         assert pop(q) is qpi
-        assert q.incoming_counts()[("active", queue.POD_UPDATE)] == 1
+        assert q.incoming_counts()[("active", "TargetPodUpdatePodSchedulingGatesEliminated")] == 1
     else:
         assert q.pop(timeout=0) is None
         assert q.incoming_counts()[("unschedulable", queue.POD_ADD)] == 1  # counted once, on add
@@ -738,7 +773,7 @@ def test_update_of_unknown_gated_pod_gates_it(q: SchedulingQueue) -> None:
     """An update for a pod the queue never saw is an add, through PreEnqueue."""
     q.update(pod("a", gates=("g",)))
     assert q.where("uid-a") is GATED
-    assert q.incoming_counts() == {("unschedulable", queue.POD_UPDATE): 1}
+    assert q.incoming_counts() == {("unschedulable", "UnscheduledPodAdd"): 1}
 
 
 def test_delete_gated_pod(q: SchedulingQueue) -> None:

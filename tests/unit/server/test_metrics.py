@@ -322,7 +322,7 @@ def test_queue_families_are_read_at_scrape_time(metrics: Metrics) -> None:
     metrics.track_binding(lambda: 2)
     q.add(make_pod("a").uid("a").build())
     q.add(make_pod("b").uid("b").build())
-    assert metrics.sample("scheduler_queue_incoming_pods_total", {"queue": "active", "event": "PodAdd"}) == 2
+    assert metrics.sample("scheduler_queue_incoming_pods_total", {"queue": "active", "event": "UnscheduledPodAdd"}) == 2
     qpi = q.pop(timeout=0)
     assert qpi is not None
     qpi.unschedulable_plugins = {"NodeResourcesFit", "TaintToleration"}
