@@ -169,17 +169,11 @@ class SchedulingQueue:
                 self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_ADD)
 
     def update(self, pod: model.Pod) -> None:
-        """Replace a known pod's object with its newer version.
-
-        In activeQ its position is recomputed; in backoffQ it stays until its backoff ends; in
-        unschedulable it moves to backoffQ or activeQ if its spec changed in a way one of its
-        rejecting plugins' hints accepts (the ``TargetPod`` events of
-        :func:`~custom_scheduler.framework.cluster_events.pod_changes`; status-only and
-        resourceVersion changes leave it there); a gated pod whose spec changed goes through
-        PreEnqueue again and, if it passes, straight to activeQ; in flight the version is kept for
-        the requeue. A pod the queue does not know is added to activeQ (after PreEnqueue), as
-        kube-scheduler does.
-        """
+        """Replace a known pod's object with its newer version: re-sorted in activeQ, kept in
+        backoffQ, kept for the requeue in flight; in unschedulable it moves if one of its
+        ``TargetPod`` events (:func:`~custom_scheduler.framework.cluster_events.pod_changes`) is
+        one a rejecting plugin's hint accepts (counted under that event); a gated pod goes
+        through PreEnqueue again, straight to activeQ if it passes. An unknown pod is added."""
         with self._lock:
             if not self._update_locked(pod):
                 self._to_active_locked(QueuedPodInfo(pod, self._clock()), POD_ADD)

@@ -1,10 +1,11 @@
-"""Keep-alive HTTP/1.1 connections for the kube client's non-streaming requests, on ``http.client``.
+"""Keep-alive HTTP/1.1 connections for the kube client's non-streaming requests: the request
+written by hand in one ``sendall``, the answer parsed by ``http.client.HTTPResponse``.
 
 Why not urllib3 for these: every Binding, Event and status PATCH is one small request, and
 urllib3's layers above ``http.client`` (PoolManager's URL parsing and pool keys, the connection
 pool's retry and timeout objects, header dictionaries built twice, its own response object) cost
-about 700 µs of CPU per request on this machine against 270 µs for ``http.client`` alone on the
-same TLS connection (``bench`` measured both against the real API server). At two writes per
+about 700 µs of CPU per request on this machine, ``http.client``'s own connection 270 µs, this
+250 µs (1000 Event POSTs to the real API server over TLS, thread CPU). At two writes per
 scheduled pod that was a third of the daemon's CPU per pod. Watches keep urllib3's streaming.
 
 What urllib3 did that this keeps:
