@@ -78,3 +78,21 @@ class FakeReviewApi:
 
     def count(self, kind: str) -> int:
         return self.calls.count(kind)
+
+
+def tls_health_server(hosts: list[str]) -> Any:
+    """A started health server on 127.0.0.1 serving HTTPS with a fresh self-signed certificate for
+    ``hosts`` (its CA in ``.certs.ca_pem``); ``GET /healthz`` answers ``ok`` to anyone. A test
+    stands in for an API server's TLS with it; the caller stops it."""
+    from custom_scheduler.server.delegated_auth import DelegatingAuth
+    from custom_scheduler.server.health import HealthServer
+    from custom_scheduler.server.metrics import Metrics
+    from custom_scheduler.server.serving import ServingCerts
+
+    return HealthServer(
+        "127.0.0.1:0",
+        lambda: True,
+        Metrics(process_collectors=False),
+        auth=DelegatingAuth(FakeReviewApi({}, set())),
+        certs=ServingCerts.self_signed(hosts),
+    ).start()

@@ -284,14 +284,20 @@ class _TallyEntry:
             self.apply(row, 1)
 
     def apply(self, row: Entries, sign: int) -> None:
-        sums, counts = self.sums, self.counts
-        for k, v in row:
-            n = counts.get(k, 0) + sign
-            if n:
-                sums[k] = sums.get(k, 0) + sign * v
-                counts[k] = n
-            else:  # no row contributes any more (and the sum is back to 0): forget the key
-                del sums[k], counts[k]
+        apply_entries(self.sums, self.counts, row, sign)
+
+
+def apply_entries(sums: dict[Hashable, int], counts: dict[Hashable, int], entries: Entries, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) one row's or pod's entries; ``counts`` says how many
+    contributions each key has, so a key nothing contributes to any more is forgotten (its sum is
+    then back to 0), as a full pass would never have listed it."""
+    for k, v in entries:
+        n = counts.get(k, 0) + sign
+        if n:
+            sums[k] = sums.get(k, 0) + sign * v
+            counts[k] = n
+        else:
+            del sums[k], counts[k]
 
 
 class RowTally:

@@ -26,7 +26,7 @@ from operator import is_not
 from typing import Any, NamedTuple
 
 from custom_scheduler.api.model import Pod
-from custom_scheduler.framework.arrays import Entries, NodeArrays
+from custom_scheduler.framework.arrays import Entries, NodeArrays, apply_entries
 from custom_scheduler.framework.types import NodeInfo
 
 #: The pods of a node that can contribute (all of them, or an index such as those with affinity).
@@ -71,14 +71,7 @@ class _Sums:
         self.counts: dict[Hashable, int] = {}
 
     def apply(self, entries: Entries, sign: int) -> None:
-        sums, counts = self.sums, self.counts
-        for k, v in entries:
-            n = counts.get(k, 0) + sign
-            if n:
-                sums[k] = sums.get(k, 0) + sign * v
-                counts[k] = n
-            else:  # nothing contributes any more (and the sum is back to 0): forget the key
-                del sums[k], counts[k]
+        apply_entries(self.sums, self.counts, entries, sign)
 
 
 class _Entry:

@@ -215,8 +215,7 @@ class KubeClient:
         return value
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
-        q = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
-        return f"{self.host}{path}" + (f"?{urlencode(q)}" if q else "")
+        return f"{self.host}{request_target(path, query)}"
 
     def request_raw(
         self,
@@ -261,13 +260,8 @@ class KubeClient:
     ) -> tuple[int, bytes, Any]:
         """:meth:`_send` on the lean pool: the same errors, the same observer reports."""
         assert self._lean is not None
-        target = path
-        if query:
-            q = {k: v for k, v in query.items() if v is not None and v != ""}
-            if q:
-                target += f"?{urlencode(q)}"
         try:
-            answer = self._lean.request(method, target, data, self._headers(content_type), timeout)
+            answer = self._lean.request(method, request_target(path, query), data, self._headers(content_type), timeout)
         except (OSError, http.client.HTTPException) as e:
             self.observer.result(method, self.host, NO_RESPONSE)
             raise api_errors.TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
@@ -376,6 +370,12 @@ class KubeClient:
 
 
 # -- paths -----------------------------------------------------------------------------------------
+
+
+def request_target(path: str, query: Mapping[str, Any] | None = None) -> str:
+    """``path?query``, leaving out parameters that are None or empty (as client-go does)."""
+    q = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
+    return path + (f"?{urlencode(q)}" if q else "")
 
 
 def pod_path(namespace: str, name: str = "", sub: str = "") -> str:

@@ -18,11 +18,8 @@ from kubernetes.client import Configuration
 
 from custom_scheduler.kube import api_errors, http_pool
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.server.delegated_auth import DelegatingAuth
 from custom_scheduler.server.health import HealthServer
-from custom_scheduler.server.metrics import Metrics
-from custom_scheduler.server.serving import ServingCerts
-from tests.secure import FakeReviewApi
+from tests.secure import tls_health_server
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -144,17 +141,23 @@ def test_a_kept_connection_closed_while_idle_is_replaced_before_use(server: _Ser
     assert [p for _, p, _, _ in server.seen] == ["/drop", "/after"]
 
 
-def test_a_get_is_replayed_once_when_a_kept_connection_ends_unanswered(
-    server: _Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _closed_but_taken(server: _Server, monkeypatch: pytest.MonkeyPatch) -> KubeClient:
+    """A client whose kept connection the server has closed, and whose pool no longer notices it:
+    the race the poll cannot see, a close that arrives after the connection was taken."""
     client = _client(server)
     pool = client._lean
     assert pool is not None
     assert client.get("/drop") == {"dropped": True}
     assert server.closed.wait(5)
-    # The race the poll cannot see: the close arrives after the connection was taken.
     _wait(lambda: not http_pool._usable(pool._idle[0]), "closed")
     monkeypatch.setattr(http_pool, "_usable", lambda sock: True)
+    return client
+
+
+def test_a_get_is_replayed_once_when_a_kept_connection_ends_unanswered(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = _closed_but_taken(server, monkeypatch)
     assert client.get("/again")["path"] == "/again"
     assert server.connections == 2
 
@@ -162,13 +165,7 @@ def test_a_get_is_replayed_once_when_a_kept_connection_ends_unanswered(
 def test_a_post_on_a_connection_that_ends_unanswered_is_never_sent_twice(
     server: _Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = _client(server)
-    pool = client._lean
-    assert pool is not None
-    client.get("/drop")
-    assert server.closed.wait(5)
-    _wait(lambda: not http_pool._usable(pool._idle[0]), "closed")
-    monkeypatch.setattr(http_pool, "_usable", lambda sock: True)
+    client = _closed_but_taken(server, monkeypatch)
     # The write to the closed peer may still be taken by the kernel: then no answer comes and the
     # POST is not sent again (it might have been served); else it was unsent and is replayed.
     try:
@@ -223,13 +220,7 @@ def test_what_the_pool_leaves_to_urllib3(settings: dict[str, Any], lean: bool) -
 
 @pytest.fixture
 def tls_server() -> Iterator[HealthServer]:
-    srv = HealthServer(
-        "127.0.0.1:0",
-        lambda: True,
-        Metrics(process_collectors=False),
-        auth=DelegatingAuth(FakeReviewApi({}, set())),
-        certs=ServingCerts.self_signed(["127.0.0.1", "apiserver.example"]),
-    ).start()
+    srv = tls_health_server(["127.0.0.1", "apiserver.example"])
     yield srv
     srv.stop()
 

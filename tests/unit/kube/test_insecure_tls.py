@@ -18,22 +18,13 @@ import urllib3.exceptions
 from structlog.testing import capture_logs
 
 from custom_scheduler.kube.client import KubeClient
-from custom_scheduler.server.delegated_auth import DelegatingAuth
 from custom_scheduler.server.health import HealthServer
-from custom_scheduler.server.metrics import Metrics
-from custom_scheduler.server.serving import ServingCerts
-from tests.secure import FakeReviewApi
+from tests.secure import tls_health_server
 
 
 @pytest.fixture
 def server() -> Iterator[HealthServer]:
-    srv = HealthServer(
-        "127.0.0.1:0",
-        lambda: True,
-        Metrics(process_collectors=False),
-        auth=DelegatingAuth(FakeReviewApi({}, set())),
-        certs=ServingCerts.self_signed(["127.0.0.1"]),
-    ).start()
+    srv = tls_health_server(["127.0.0.1"])
     yield srv
     srv.stop()
 
