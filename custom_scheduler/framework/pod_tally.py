@@ -12,9 +12,9 @@ replaced (a different ``Pod`` object under the same uid) are matched again.
 What it relies on, as the snapshot guarantees: a snapshot row is a NodeInfo *copy* that is
 replaced, never changed in place, when its node changes (so the copy read last time still holds the
 old pods), and ``Pod`` objects are replaced, never changed in place, when a pod changes. A row whose
-NodeInfo is the same object as last time, or whose ``Node`` object changed (labels may differ), is
-read whole again. A pod's entries may depend only on the pod and the node's labels (``entry`` gets
-only those).
+NodeInfo is the same object as last time, whose ``Node`` object changed (labels may differ), or
+that the gate kept out before or now, is read whole again. A pod's entries may depend only on the
+pod and the node's labels (``entry`` gets only those).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def _update_row(kept: _Entry, r: int, ni: NodeInfo, pods_of: PodsOf, gate: Gate,
     any sum changes, so an exception leaves the kept sums as they were."""
     prev, old = kept.read[r], kept.rows[r]
     labels = gate(ni)
-    if prev is ni or prev.node is not ni.node or labels is None:
+    if prev is ni or prev.node is not ni.node or labels is None or gate(prev) is None:
         new = _whole_row(ni, pods_of, gate, entry)
         for e in old.values():
             kept.totals.apply(e, -1)

@@ -210,7 +210,9 @@ class KubeClient:
         if now - at < AUTH_REFRESH:
             return value
         auth = self._cfg.auth_settings().get("BearerToken")
-        value = str(auth["value"]) if auth and auth.get("value") else ""
+        # Surrounding whitespace trimmed, as client-go trims a token file (a Secret's token often
+        # ends in a newline, which no HTTP header may carry).
+        value = str(auth["value"]).strip() if auth and auth.get("value") else ""
         self._auth = (now, value)
         return value
 

@@ -86,3 +86,10 @@ def test_a_401_makes_the_next_request_read_the_token_again(server: _Server) -> N
     server.status = 200
     client.get("/b")
     assert server.seen == ["Bearer old", "Bearer new"]
+
+
+def test_a_token_ending_in_a_newline_is_trimmed(server: _Server) -> None:
+    """A token file written with a trailing newline (client-go trims it) still authenticates."""
+    client = _client(server, ["tok\n"])
+    client.get("/a")
+    assert server.seen == ["Bearer tok"]
