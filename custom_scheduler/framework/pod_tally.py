@@ -63,29 +63,22 @@ def row_entries(rows: PodRows) -> Callable[[NodeInfo], Entries]:
     return row
 
 
-class _Sums:
-    __slots__ = ("counts", "sums")
-
-    def __init__(self) -> None:
-        self.sums: dict[Hashable, int] = {}
-        self.counts: dict[Hashable, int] = {}
-
-    def apply(self, entries: Entries, sign: int) -> None:
-        apply_entries(self.sums, self.counts, entries, sign)
-
-
 class _Entry:
-    __slots__ = ("gens", "layout", "read", "rows", "totals")
+    __slots__ = ("counts", "gens", "layout", "read", "rows", "sums")
 
     def __init__(self, cols: NodeArrays, node_list: Sequence[NodeInfo], pods_of: PodsOf, gate: Gate, entry: Entry):
         self.layout = cols.layout
         self.gens = cols.gen.copy()
-        self.totals = _Sums()
+        self.sums: dict[Hashable, int] = {}
+        self.counts: dict[Hashable, int] = {}
         self.read: list[NodeInfo] = list(node_list)
         self.rows = [_whole_row(ni, pods_of, gate, entry) for ni in node_list]
         for row in self.rows:
             for e in row.values():
-                self.totals.apply(e, 1)
+                self.apply(e, 1)
+
+    def apply(self, entries: Entries, sign: int) -> None:
+        apply_entries(self.sums, self.counts, entries, sign)
 
 
 def _whole_row(ni: NodeInfo, pods_of: PodsOf, gate: Gate, entry: Entry) -> dict[str, Entries]:
@@ -128,7 +121,7 @@ class PodTally:
                 _update_row(kept, r, node_list[r], *rows)
                 kept.gens[r] = cols.gen[r]
             self._by_key.move_to_end(key)
-        return dict(kept.totals.sums)
+        return dict(kept.sums)
 
 
 def _update_row(kept: _Entry, r: int, ni: NodeInfo, pods_of: PodsOf, gate: Gate, entry: Entry) -> None:
@@ -139,9 +132,9 @@ def _update_row(kept: _Entry, r: int, ni: NodeInfo, pods_of: PodsOf, gate: Gate,
     if prev is ni or prev.node is not ni.node or labels is None or gate(prev) is None:
         new = _whole_row(ni, pods_of, gate, entry)
         for e in old.values():
-            kept.totals.apply(e, -1)
+            kept.apply(e, -1)
         for e in new.values():
-            kept.totals.apply(e, 1)
+            kept.apply(e, 1)
         kept.rows[r], kept.read[r] = new, ni
         return
     now, before = pods_of(ni), pods_of(prev)
@@ -152,9 +145,9 @@ def _update_row(kept: _Entry, r: int, ni: NodeInfo, pods_of: PodsOf, gate: Gate,
     for uid in chain(gone, changed):
         e = old.pop(uid, ())
         if e:
-            kept.totals.apply(e, -1)
+            kept.apply(e, -1)
     for uid, e in fresh:
         if e:
             old[uid] = e
-            kept.totals.apply(e, 1)
+            kept.apply(e, 1)
     kept.read[r] = ni

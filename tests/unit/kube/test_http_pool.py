@@ -166,14 +166,29 @@ def test_a_post_on_a_connection_that_ends_unanswered_is_never_sent_twice(
     server: _Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = _closed_but_taken(server, monkeypatch)
-    # The write to the closed peer may still be taken by the kernel: then no answer comes and the
-    # POST is not sent again (it might have been served); else it was unsent and is replayed.
+    pool = client._lean
+    assert pool is not None
+    failures: list[BaseException] = []
+    exchange = pool._exchange
+
+    def watched(*args: Any) -> http_pool.Answer:
+        try:
+            return exchange(*args)
+        except BaseException as e:
+            failures.append(e)
+            raise
+
+    monkeypatch.setattr(pool, "_exchange", watched)
+    # The kernel usually takes the write to the closed peer: then no answer comes, the POST may
+    # have been served, and it must not be sent again. Only a write that failed is replayed.
     try:
         got = client.post("/once", {"n": 1})
     except api_errors.TransportError:
         got = None
-    posts = [p for m, p, _, _ in server.seen if m == "POST"]
-    assert posts == (["/once"] if got is not None else [])
+    assert len(failures) == 1
+    unsent = isinstance(failures[0], http_pool._Unsent)
+    assert (got is not None) == unsent  # replayed (and answered) exactly when nothing was written
+    assert [p for m, p, _, _ in server.seen if m == "POST"] == (["/once"] if unsent else [])
 
 
 def test_an_error_status_and_a_read_timeout_as_the_urllib3_path_reports_them(server: _Server) -> None:
