@@ -434,8 +434,15 @@ class App:
             inf.start()
 
     def wait_for_sync(self, timeout: float = 120.0) -> bool:
+        """True once every informer has listed; False at ``timeout``, or as soon as the stop event
+        is set: a SIGTERM while the API server is unreachable ends the daemon at once, as a
+        cancelled context ends kube-scheduler's WaitForCacheSync, not after the sync timeout."""
         deadline = time.monotonic() + timeout
-        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
+        for inf in self.informers:
+            while not inf.synced.wait(min(SYNC_POLL, max(0.0, deadline - time.monotonic()))):
+                if self.stop_event.is_set() or time.monotonic() >= deadline:
+                    return False
+        return True
 
     def start_scheduling(self) -> None:
         """Start the scheduling loop (on a leader, once caches are in sync)."""
@@ -513,6 +520,9 @@ def _both(
 
     return both
 
+
+#: Seconds between checks of the stop event while informers list (a wait ends as soon as one syncs).
+SYNC_POLL = 0.1
 
 #: Connections the informers' client keeps (see ``App.__init__``).
 WATCH_POOL = 48

@@ -162,6 +162,9 @@ class _Replica:
         if not self.config.delay_cache_until_active:  # standbys keep warm caches
             self.app.start_informers()
             if not self.app.wait_for_sync(self.sync_timeout):
+                if self.app.stop_event.is_set():  # told to stop before the caches synced: a clean exit
+                    log.info("stopped_before_caches_synced")
+                    return True
                 log.error("caches_not_synced", timeout=self.sync_timeout)
                 return False
             log.info("caches_synced", nodes=len(self.app.nodes.list()), pods=len(self.app.pods.list()))
@@ -186,6 +189,9 @@ class _Replica:
     def _sync_then_schedule(self) -> None:
         self.app.start_informers()
         if not self.app.wait_for_sync(self.sync_timeout):
+            if self.app.stop_event.is_set():
+                log.info("stopped_before_caches_synced")
+                return
             log.error("caches_not_synced", timeout=self.sync_timeout)
             self.lost.set()
             self.app.stop_event.set()

@@ -184,3 +184,22 @@ def test_two_replicas_exactly_one_schedules_and_the_other_takes_over(
     lease = env.kube.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ha-{env.namespace}")
     assert lease["spec"]["holderIdentity"] == "replica-b"
     assert lease["spec"]["leaseTransitions"] >= 1
+
+
+def test_a_stop_before_the_caches_sync_ends_the_daemon_at_once(
+    env: Env, proxy: FaultProxy, replicas: Callable[..., Replica], tmp_path: Path
+) -> None:
+    """SIGTERM's handler sets the stop event; while the Pod LIST keeps failing the daemon must end
+    cleanly then, not wait out its 30 s sync timeout (kube-scheduler's WaitForCacheSync ends with
+    its context)."""
+    proxy.add(Rule("GET", r"^/api/v1/pods\?(?!.*watch=true)", times=10_000, status=503))
+    client = KubeClient.from_kubeconfig(proxy.kubeconfig(tmp_path), qps=0, burst=1)
+    r = replicas(_short_lease(scheduler_config_text(), f"nosync-{env.namespace}"), client)
+    cluster.wait_for(lambda: proxy.rules[-1].hits >= 2, timeout=20, what="the Pod LIST failing")
+    assert r.get("/readyz")[0] == 503
+    stopped = time.monotonic()
+    r.app.stop_event.set()
+    r.thread.join(10)
+    assert not r.thread.is_alive(), "the daemon still waits for its caches after the stop"
+    assert r.result == [0]
+    assert time.monotonic() - stopped < 10
