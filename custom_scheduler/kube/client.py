@@ -2,10 +2,11 @@
 
 Why not the generated API classes: on the hot paths (LIST, WATCH, bind, events) they cost a
 millisecond per object to build models, and ``create_namespaced_pod_binding`` raises *after* a
-successful bind (../shared/docs/python-client.md §4). We use the ``kubernetes`` package for what it
-does well (loading kubeconfig / in-cluster credentials, TLS settings, token refresh) and send raw
-JSON ourselves: single requests on ``http.client`` keep-alive connections (:mod:`.http_pool`,
-a third of urllib3's CPU per request), watches on the urllib3 pool.
+successful bind (../shared/docs/python-client.md §4). The ``kubernetes`` package is imported only
+for credentials we do not read ourselves (exec plugins, auth providers, proxies; :mod:`.credentials`
+reads plain kubeconfigs and in-cluster ones), and we send raw JSON: single requests on
+``http.client`` keep-alive connections (:mod:`.http_pool`, a third of urllib3's CPU per request),
+watches on the urllib3 pool.
 
 - :class:`KubeClient.request` returns parsed JSON (or raw bytes) for 2xx and raises
   :mod:`custom_scheduler.kube.api_errors` for everything else.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -96,23 +98,63 @@ NO_RESPONSE = "<error>"
 
 
 def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
-    """A ``kubernetes.client.Configuration`` from a kubeconfig file, or in-cluster credentials.
+    """The credentials of a kubeconfig file, or in-cluster ones: a :class:`.credentials.Credentials`
+    for the plain cases, else a ``kubernetes.client.Configuration`` (exec plugins, auth providers,
+    proxies: see :mod:`.credentials`).
 
     Empty ``kubeconfig``: in-cluster when ``KUBERNETES_SERVICE_HOST`` is set, else ``$KUBECONFIG``
     or ``~/.kube/config`` (never silently the other way round).
     """
+    from custom_scheduler.kube import credentials
+
+    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return credentials.in_cluster()
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
+    plain = credentials.from_kubeconfig(path, context)
+    if plain is not None:
+        return plain
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 
     cfg = k8s_client.Configuration()
-    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return cfg
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
     k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
         config_file=path, context=context, client_configuration=cfg, persist_config=False
     )
     return cfg
+
+
+def pool_manager(configuration: Any, context: ssl.SSLContext | None = None) -> urllib3.PoolManager:
+    """The urllib3 pool that ``kubernetes.client.rest.RESTClientObject`` would build for
+    ``configuration`` (its TLS settings and pool size); with a proxy, that class builds it (it
+    knows ``no_proxy`` and SOCKS), so the ``kubernetes`` package is imported only then.
+
+    ``context``: the client's TLS context (:func:`.http_pool.tls_context`), which every watch
+    connection then shares; without one, urllib3 builds a context and re-reads the CA and client
+    certificate files for each new connection (1-2 ms of CPU each, some twenty at start-up)."""
+    if getattr(configuration, "proxy", None):
+        from kubernetes.client import rest
+
+        manager: urllib3.PoolManager = rest.RESTClientObject(configuration).pool_manager
+        return manager
+    args: dict[str, Any] = {"cert_reqs": ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE}
+    if context is not None and configuration.assert_hostname is None:
+        args["ssl_context"] = context
+    else:
+        args.update(
+            ca_certs=configuration.ssl_ca_cert,
+            cert_file=configuration.cert_file,
+            key_file=configuration.key_file,
+            ca_cert_data=getattr(configuration, "ca_cert_data", None),
+        )
+    optional = {
+        "assert_hostname": configuration.assert_hostname,
+        "retries": configuration.retries,
+        "server_hostname": configuration.tls_server_name or None,
+        "socket_options": configuration.socket_options,
+        "maxsize": configuration.connection_pool_maxsize,
+    }
+    args.update({k: v for k, v in optional.items() if v is not None})
+    return urllib3.PoolManager(**args)
 
 
 #: Seconds between re-reads of the bearer token (see :meth:`KubeClient._authorization`).
@@ -158,15 +200,13 @@ class KubeClient:
         user_agent: str = "custom-scheduler",
         observer: RequestObserver = NO_OBSERVER,
     ) -> None:
-        from kubernetes.client import rest
-
         configuration.connection_pool_maxsize = pool_maxsize
         note_insecure(configuration)
         self._cfg = configuration
-        self._rest = rest.RESTClientObject(configuration)
-        self._pool: urllib3.PoolManager = self._rest.pool_manager
+        tls = http_pool.tls_context(configuration) if str(configuration.host).startswith("https:") else None
+        self._pool: urllib3.PoolManager = pool_manager(configuration, tls)
         #: Non-streaming requests go here when the configuration allows (see kube.http_pool).
-        self._lean = http_pool.lean_pool(configuration, pool_maxsize)
+        self._lean = http_pool.lean_pool(configuration, pool_maxsize, tls)
         self.host = str(configuration.host).rstrip("/")
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent

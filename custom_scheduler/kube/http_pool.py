@@ -182,25 +182,27 @@ def _usable(sock: socket.socket) -> bool:
 
 
 def tls_context(configuration: Any) -> ssl.SSLContext:
-    """The TLS settings of a ``kubernetes.client.Configuration``, as its urllib3 pool applies them."""
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    """The TLS settings of a ``kubernetes.client.Configuration`` (or our Credentials), as its
+    urllib3 pool applies them. The system's CA store is loaded only when the kubeconfig names no
+    CA and verification is on: loading it costs about 40 ms, once per client at start-up."""
     if not getattr(configuration, "verify_ssl", True):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     else:
-        cafile = getattr(configuration, "ssl_ca_cert", None)
-        cadata = getattr(configuration, "ca_cert_data", None)
-        if cafile or cadata:
-            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile or None, cadata=cadata or None)
+        cafile = getattr(configuration, "ssl_ca_cert", None) or None
+        cadata = getattr(configuration, "ca_cert_data", None) or None
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile, cadata=cadata)
     cert, key = getattr(configuration, "cert_file", None), getattr(configuration, "key_file", None)
     if cert:
         ctx.load_cert_chain(cert, key or None)
     return ctx
 
 
-def lean_pool(configuration: Any, maxsize: int) -> LeanPool | None:
+def lean_pool(configuration: Any, maxsize: int, context: ssl.SSLContext | None = None) -> LeanPool | None:
     """A :class:`LeanPool` for ``configuration``'s API server, or None where the configuration
-    asks for what only urllib3 does here (a proxy, socket options, ``assert_hostname``)."""
+    asks for what only urllib3 does here (a proxy, socket options, ``assert_hostname``).
+    ``context``: the client's TLS context when it has built one (else built here)."""
     if getattr(configuration, "proxy", None) or getattr(configuration, "socket_options", None) is not None:
         return None
     if getattr(configuration, "assert_hostname", None) is not None:
@@ -209,6 +211,9 @@ def lean_pool(configuration: Any, maxsize: int) -> LeanPool | None:
     if url.scheme not in ("http", "https") or not url.hostname or url.path.strip("/"):
         return None  # a path prefix (an API server behind a path) is left to the URL-joining client
     port = url.port or (443 if url.scheme == "https" else 80)
-    context = tls_context(configuration) if url.scheme == "https" else None
+    if url.scheme == "https" and context is None:
+        context = tls_context(configuration)
+    elif url.scheme != "https":
+        context = None
     server_name = getattr(configuration, "tls_server_name", None) or None
     return LeanPool(url.scheme, url.hostname, port, context, server_name, maxsize)
