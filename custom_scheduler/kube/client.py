@@ -377,9 +377,14 @@ class KubeClient:
     ) -> Iterator[bytes]:
         """Yield the lines of a streamed GET (a watch). The read timeout is an *idle* timeout.
 
-        ``on_open`` receives the urllib3 response once headers arrive, so the owner can close it
-        from another thread to stop the stream.
+        ``on_open`` receives the open response (it has ``shutdown()``) once headers arrive, so the
+        owner can end the stream from another thread. On the lean pool when the configuration
+        allows (a watch then takes the connection its LIST left: no TLS handshake of its own),
+        else on urllib3's.
         """
+        if self._lean is not None:
+            yield from self._stream_lean(path, query, (connect_timeout, read_timeout), on_open)
+            return
         resp = self._send("GET", path, query, None, None, (connect_timeout, read_timeout), preload=False)
         try:
             if not 200 <= resp.status < 300:
@@ -387,28 +392,56 @@ class KubeClient:
                 raise api_errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
             if on_open is not None:
                 on_open(resp)
-            buf = b""
             try:
-                for chunk in resp.stream(65536, decode_content=True):
-                    buf += chunk
-                    while True:
-                        nl = buf.find(b"\n")
-                        if nl < 0:
-                            break
-                        line, buf = buf[:nl], buf[nl + 1 :]
-                        if line.strip():
-                            yield line
+                yield from _lines(resp.stream(65536, decode_content=True))
             except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
                 raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
-            if buf.strip():
-                yield buf
         finally:
             resp.release_conn()
+
+    def _stream_lean(
+        self, path: str, query: Mapping[str, Any] | None, timeout: tuple[float, float], on_open: Any
+    ) -> Iterator[bytes]:
+        assert self._lean is not None
+        try:
+            resp = self._lean.stream("GET", request_target(path, query), self._headers(None), timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.observer.result("GET", self.host, NO_RESPONSE)
+            raise api_errors.TransportError(f"GET {path}: {type(e).__name__}: {e}") from e
+        self.observer.result("GET", self.host, str(resp.status))
+        try:
+            if not 200 <= resp.status < 300:
+                self._failed(resp.status)
+                raise api_errors.ApiError.from_response(resp.status, resp.read_all(), resp.headers)
+            if on_open is not None:
+                on_open(resp)
+            try:
+                yield from _lines(resp.chunks())
+            except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:
+                raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
+        finally:
+            resp.close()
 
     def close(self) -> None:
         self._pool.clear()
         if self._lean is not None:
             self._lean.close()
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The non-blank lines of a body that arrives in ``chunks`` (a watch: one JSON event a line)."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = buf[:nl], buf[nl + 1 :]
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
 
 
 # -- paths -----------------------------------------------------------------------------------------

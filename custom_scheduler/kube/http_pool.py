@@ -27,6 +27,7 @@ import select
 import socket
 import ssl
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +40,48 @@ class Answer:
     status: int
     headers: http.client.HTTPMessage
     data: bytes
+
+
+class Stream:
+    """A streamed answer on its own connection: ``status``, ``headers``, the body in pieces as
+    they arrive (chunked framing removed), and :meth:`shutdown` to end it from another thread
+    (a blocked read then fails at once). The connection is closed at the end, never kept: a watch
+    ends with its connection, or after its ``timeoutSeconds``, rarely enough that a new connection
+    costs nothing worth the bookkeeping of a reusable one."""
+
+    def __init__(self, sock: socket.socket, resp: Any) -> None:
+        self._sock = sock
+        self._resp = resp
+        self.status: int = resp.status
+        self.headers: http.client.HTTPMessage = resp.msg
+
+    def read_all(self) -> bytes:
+        """The whole body (an error status's), then the connection closed."""
+        try:
+            return bytes(self._resp.read())
+        finally:
+            self.close()
+
+    def chunks(self, size: int = 65536) -> Iterator[bytes]:
+        """The body as it comes, until its end; the connection closed after."""
+        try:
+            while True:
+                piece = self._resp.read1(size)
+                if not piece:
+                    return
+                yield piece
+        finally:
+            self.close()
+
+    def shutdown(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed already
+
+    def close(self) -> None:
+        self._resp.close()
+        self._sock.close()
 
 
 class LeanPool:
@@ -80,17 +123,40 @@ class LeanPool:
         on a reused connection: when the request could not be written, or, for GET, HEAD,
         OPTIONS and TRACE, when the connection ended before any answer. A POST that may have
         reached the server is never sent twice here; its caller decides."""
-        msg = self._message(method, target, body, headers)
+        sock, resp = self._start(method, self._message(method, target, body, headers), timeout)
+        try:
+            data = resp.read()
+        except BaseException:
+            sock.close()
+            raise
+        if resp.will_close:
+            sock.close()
+        else:
+            self._give(sock)
+        return Answer(resp.status, resp.msg, data)
+
+    def stream(self, method: str, target: str, headers: dict[str, str], timeout: tuple[float, float]) -> Stream:
+        """Send one request and read the head of its answer, leaving the body to be read as it
+        comes (a watch), with ``timeout[1]`` as the idle read timeout. A kept connection is taken
+        when there is one (the LIST before a watch leaves one: a watch then costs no new TLS
+        handshake) and replaced as :meth:`request` replaces it."""
+        sock, resp = self._start(method, self._message(method, target, None, headers), timeout)
+        return Stream(sock, resp)
+
+    def _start(self, method: str, msg: bytes, timeout: tuple[float, float]) -> tuple[socket.socket, Any]:
+        """Send ``msg`` and read its answer's head, on a kept connection or a new one (see
+        :meth:`request` for when it is sent again)."""
         sock, reused = self._take(timeout[0])
         try:
-            return self._exchange(sock, method, msg, timeout[1])
+            return sock, self._begin(sock, method, msg, timeout[1])
         except _Unsent:
             if not reused:
                 raise
         except (ConnectionResetError, http.client.RemoteDisconnected):
             if not reused or method not in _REPLAYABLE:
                 raise
-        return self._exchange(self._open(timeout[0]), method, msg, timeout[1])
+        sock = self._open(timeout[0])
+        return sock, self._begin(sock, method, msg, timeout[1])
 
     def _message(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> bytes:
         head = [b"%s %s HTTP/1.1" % (method.encode("ascii"), target.encode("ascii")), b"Host: " + self._host_header]
@@ -102,7 +168,9 @@ class LeanPool:
             head.append(b"Content-Length: %d" % len(body or b""))
         return b"\r\n".join(head) + b"\r\n\r\n" + (body or b"")
 
-    def _exchange(self, sock: socket.socket, method: str, msg: bytes, read_timeout: float) -> Answer:
+    def _begin(self, sock: socket.socket, method: str, msg: bytes, read_timeout: float) -> Any:
+        """Write the request, read the answer's status line and headers; the connection is closed
+        on any failure."""
         try:
             sock.settimeout(read_timeout)
             try:
@@ -111,15 +179,10 @@ class LeanPool:
                 raise _Unsent(*e.args) from e
             resp = http.client.HTTPResponse(sock, method=method)
             resp.begin()
-            data = resp.read()
+            return resp
         except BaseException:
             sock.close()
             raise
-        if resp.will_close:
-            sock.close()
-        else:
-            self._give(sock)
-        return Answer(resp.status, resp.msg, data)
 
     def _take(self, connect_timeout: float) -> tuple[socket.socket, bool]:
         """A connection and whether it was kept from an earlier request."""

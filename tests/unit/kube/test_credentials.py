@@ -138,7 +138,8 @@ def test_plain_kubeconfigs_give_what_the_kubernetes_loader_gives(
 def test_data_written_for_tls_is_private(files: Path, tmp_path: Path) -> None:
     user = {"client-certificate-data": _b64(PEM_CERT), "client-key-data": _b64(PEM_KEY)}
     ours = credentials.from_kubeconfig(str(_kubeconfig(tmp_path, {"server": "https://a"}, user)))
-    assert ours is not None and ours.key_file is not None
+    assert ours is not None
+    assert ours.key_file is not None
     assert stat.S_IMODE(os.stat(ours.key_file).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(ours.key_file)).st_mode) == 0o700
 
@@ -161,9 +162,11 @@ def test_what_only_the_kubernetes_loader_implements_is_left_to_it(
 def test_a_proxy_kubeconfig_still_loads_through_the_kubernetes_package(tmp_path: Path) -> None:
     path = _kubeconfig(tmp_path, {"server": "https://a", "proxy-url": "http://proxy:3128"}, {"token": "t"})
     cfg = load_configuration(str(path))
-    assert isinstance(cfg, Configuration) and cfg.proxy == "http://proxy:3128"
+    assert isinstance(cfg, Configuration)
+    assert cfg.proxy == "http://proxy:3128"
     client = KubeClient(cfg, qps=0, burst=1)
-    assert client._lean is None and type(client._pool).__name__ == "ProxyManager"
+    assert client._lean is None
+    assert type(client._pool).__name__ == "ProxyManager"
 
 
 @pytest.mark.parametrize(
@@ -199,14 +202,16 @@ def test_a_bad_kubeconfig_says_what_is_wrong(tmp_path: Path, write: str | None, 
 def test_a_named_context_is_used_instead_of_the_current_one(tmp_path: Path) -> None:
     path = _kubeconfig(tmp_path, {"server": "http://a"}, {"token": "t"}, context="other", current="missing")
     ours = credentials.from_kubeconfig(str(path), context="other")
-    assert ours is not None and ours.host == "http://a"
+    assert ours is not None
+    assert ours.host == "http://a"
 
 
 def test_a_token_file_is_re_read_and_its_last_token_kept_while_unreadable(files: Path, tmp_path: Path) -> None:
     """As client-go's cachingTokenSource: a rotated file's token wins over ``token``."""
     path = _kubeconfig(tmp_path, {"server": "http://a"}, {"token": "static", "tokenFile": "token"})
     ours = credentials.from_kubeconfig(str(path))
-    assert ours is not None and ours.bearer() == "from-file"
+    assert ours is not None
+    assert ours.bearer() == "from-file"
     (files / "token").write_text("rotated")
     assert ours.auth_settings()["BearerToken"]["value"] == "Bearer rotated"
     (files / "token").unlink()
@@ -214,12 +219,12 @@ def test_a_token_file_is_re_read_and_its_last_token_kept_while_unreadable(files:
 
 
 @pytest.fixture
-def service_account(tmp_path: Path) -> Iterator[Path]:
+def service_account(tmp_path: Path) -> Path:
     d = tmp_path / "sa"
     d.mkdir()
     (d / "token").write_text("sa-token\n")
     (d / "ca.crt").write_text(PEM_CA)
-    yield d
+    return d
 
 
 @pytest.mark.parametrize(

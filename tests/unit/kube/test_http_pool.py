@@ -59,6 +59,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             for part in (b'{"items"', b": [1, 2, 3]}"):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             self.wfile.write(b"0\r\n\r\n")
+        elif self.path.startswith("/watch"):  # two events, the second split across chunks
+            self._answer(200, b"", Transfer_Encoding="chunked")
+            parts = [b'{"type":"ADDED","n":1}\n{"type":', b'"MODIFIED","n":2}\n']
+            if "hang" in self.path:  # then nothing more, the connection left open
+                parts = parts[:1]
+            for part in parts:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+            if "hang" in self.path:
+                self.server.closed.wait(10)
+                return
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path == "/forbidden-watch":
+            self._answer(403, b'{"kind":"Status","reason":"Forbidden","message":"no"}')
         elif self.path == "/close":
             self._answer(200, b'{"closing": true}', Connection="close")
             self.close_connection = True
@@ -169,16 +183,16 @@ def test_a_post_on_a_connection_that_ends_unanswered_is_never_sent_twice(
     pool = client._lean
     assert pool is not None
     failures: list[BaseException] = []
-    exchange = pool._exchange
+    exchange = pool._begin
 
-    def watched(*args: Any) -> http_pool.Answer:
+    def watched(*args: Any) -> Any:
         try:
             return exchange(*args)
         except BaseException as e:
             failures.append(e)
             raise
 
-    monkeypatch.setattr(pool, "_exchange", watched)
+    monkeypatch.setattr(pool, "_begin", watched)
     # The kernel usually takes the write to the closed peer: then no answer comes, the POST may
     # have been served, and it must not be sent again. Only a write that failed is replayed.
     try:
@@ -278,3 +292,64 @@ def test_ca_data_is_trusted_as_a_ca_file_is(tls_server: HealthServer, tmp_path: 
     assert tls_server.certs is not None
     client = _tls_client(tls_server, tmp_path, ssl_ca_cert=None, ca_cert_data=tls_server.certs.ca_pem.decode())
     assert client.request_raw("GET", "/healthz") == b"ok"
+
+
+# -- watches on the lean pool ---------------------------------------------------------------------
+
+
+def test_a_watch_takes_the_connection_its_list_left_and_yields_whole_lines(server: _Server) -> None:
+    client = _client(server)
+    assert client.get("/a")["path"] == "/a"
+    lines = list(client.stream("/watch"))
+    assert [orjson.loads(x)["n"] for x in lines] == [1, 2]
+    assert server.connections == 1  # no connection (no TLS handshake) of the watch's own
+
+
+def test_a_watch_is_closed_not_kept_after_it_ends(server: _Server) -> None:
+    client = _client(server)
+    assert len(list(client.stream("/watch"))) == 2
+    assert client._lean is not None
+    assert client._lean._idle == []
+    client.get("/a")
+    assert server.connections == 2
+
+
+def test_a_watch_error_status_raises_as_on_urllib3(server: _Server) -> None:
+    client = _client(server)
+    with pytest.raises(api_errors.ApiError) as err:
+        list(client.stream("/forbidden-watch"))
+    assert err.value.status == 403
+
+
+def test_a_silent_watch_ends_at_its_idle_timeout(server: _Server) -> None:
+    client = _client(server)
+    got: list[bytes] = []
+    lines = client.stream("/watch-hang", read_timeout=0.3)
+    got.append(next(lines))
+    with pytest.raises(api_errors.TransportError, match="watch /watch-hang"):
+        next(lines)
+    server.closed.set()
+    assert [orjson.loads(x)["n"] for x in got] == [1]
+
+
+def test_a_watch_shut_down_from_another_thread_ends_at_once(server: _Server) -> None:
+    client = _client(server)
+    opened: list[Any] = []
+    ended = threading.Event()
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            for _ in client.stream("/watch-hang", read_timeout=30, on_open=opened.append):
+                pass
+            outcome.append(None)
+        except api_errors.TransportError as e:
+            outcome.append(e)
+        ended.set()
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    _wait(lambda: bool(opened), "the watch opened")
+    opened[0].shutdown()
+    assert ended.wait(5), "the reader still blocks after shutdown()"
+    server.closed.set()
