@@ -22,6 +22,7 @@ watches on the urllib3 pool.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import os
 import ssl
@@ -382,26 +383,33 @@ class KubeClient:
         allows (a watch then takes the connection its LIST left: no TLS handshake of its own),
         else on urllib3's.
         """
+        timeout = (connect_timeout, read_timeout)
         if self._lean is not None:
-            yield from self._stream_lean(path, query, (connect_timeout, read_timeout), on_open)
-            return
-        resp = self._send("GET", path, query, None, None, (connect_timeout, read_timeout), preload=False)
+            lean = self._open_lean_stream(path, query, timeout)
+            error_body, chunks, release = lean.read_all, lean.chunks, lean.close
+            resp: Any = lean
+        else:
+            pooled = self._send("GET", path, query, None, None, timeout, preload=False)
+            error_body, release = pooled.read, pooled.release_conn
+            chunks = functools.partial(pooled.stream, 65536, decode_content=True)
+            resp = pooled
         try:
             if not 200 <= resp.status < 300:
                 self._failed(resp.status)
-                raise api_errors.ApiError.from_response(resp.status, resp.read(), resp.headers)
+                raise api_errors.ApiError.from_response(resp.status, error_body(), resp.headers)
             if on_open is not None:
                 on_open(resp)
             try:
-                yield from _lines(resp.stream(65536, decode_content=True))
-            except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
+                yield from _lines(chunks())
+            except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError, AttributeError) as e:
                 raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
         finally:
-            resp.release_conn()
+            release()
 
-    def _stream_lean(
-        self, path: str, query: Mapping[str, Any] | None, timeout: tuple[float, float], on_open: Any
-    ) -> Iterator[bytes]:
+    def _open_lean_stream(
+        self, path: str, query: Mapping[str, Any] | None, timeout: tuple[float, float]
+    ) -> http_pool.Stream:
+        """:meth:`_send_lean` for a stream: the same errors, the same observer reports."""
         assert self._lean is not None
         try:
             resp = self._lean.stream("GET", request_target(path, query), self._headers(None), timeout)
@@ -409,18 +417,7 @@ class KubeClient:
             self.observer.result("GET", self.host, NO_RESPONSE)
             raise api_errors.TransportError(f"GET {path}: {type(e).__name__}: {e}") from e
         self.observer.result("GET", self.host, str(resp.status))
-        try:
-            if not 200 <= resp.status < 300:
-                self._failed(resp.status)
-                raise api_errors.ApiError.from_response(resp.status, resp.read_all(), resp.headers)
-            if on_open is not None:
-                on_open(resp)
-            try:
-                yield from _lines(resp.chunks())
-            except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:
-                raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
-        finally:
-            resp.close()
+        return resp
 
     def close(self) -> None:
         self._pool.clear()

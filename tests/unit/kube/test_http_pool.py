@@ -353,3 +353,13 @@ def test_a_watch_shut_down_from_another_thread_ends_at_once(server: _Server) -> 
     opened[0].shutdown()
     assert ended.wait(5), "the reader still blocks after shutdown()"
     server.closed.set()
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "urllib3"])
+def test_both_connection_paths_stream_the_same_lines_and_errors(server: _Server, lean: bool) -> None:
+    client = _client(server) if lean else _client(server, socket_options=[])  # socket options: urllib3's
+    assert (client._lean is not None) == lean
+    assert [orjson.loads(x)["n"] for x in client.stream("/watch")] == [1, 2]
+    with pytest.raises(api_errors.ApiError) as err:
+        list(client.stream("/forbidden-watch"))
+    assert err.value.status == 403
