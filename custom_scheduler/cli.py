@@ -188,6 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         daemon = _daemon(args)
     finally:
         gc.freeze()
+        from custom_scheduler.server.daemon import GC_THRESHOLD
+
+        gc.set_threshold(*GC_THRESHOLD)  # the initial LISTs too (see there)
         gc.enable()
     return daemon if isinstance(daemon, int) else daemon()
 

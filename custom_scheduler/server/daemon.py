@@ -36,6 +36,13 @@ from custom_scheduler.server.serving import ServingCerts
 log = structlog.get_logger("custom_scheduler.server.daemon")
 
 
+#: The collector's thresholds from start-up on: a young generation of 50 000 objects, not 700.
+#: Parsing and caching the initial LISTs creates hundreds of thousands of long-lived objects, and
+#: with the default thresholds the collections this triggers re-scan that growing heap: the 5000-node
+#: LIST parsed in 64-126 ms with them, 36 ms without (orjson, the same bytes).
+GC_THRESHOLD = (50_000, 50, 100)
+
+
 def tune_gc() -> None:
     """After the caches are warm: move everything alive into the permanent generation and make
     collections rarer. The daemon's long-lived objects (every node and pod) would otherwise be
@@ -43,7 +50,7 @@ def tune_gc() -> None:
     and dominated the p99 of a scheduling cycle; the cycle itself creates few cycles of garbage."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def serve(
