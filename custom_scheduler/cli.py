@@ -195,21 +195,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     return daemon if isinstance(daemon, int) else daemon()
 
 
+def _prefetch(args: argparse.Namespace) -> tuple[Any, str] | None:
+    """The Node and Pod LISTs, started before the daemon is imported and built (see
+    :mod:`custom_scheduler.kube.prefetch`), with the kubeconfig they used; None when the
+    credentials cannot be read this early (the start that follows then says why)."""
+    try:
+        import yaml
+
+        from custom_scheduler.kube.client import KubeClient
+        from custom_scheduler.kube.prefetch import Prefetch
+
+        kubeconfig = args.kubeconfig
+        if kubeconfig is None:
+            with open(args.config, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+            kubeconfig = str(((doc or {}).get("clientConnection") or {}).get("kubeconfig") or "")
+        return Prefetch(KubeClient.from_kubeconfig(kubeconfig, qps=0, burst=1, pool_maxsize=2)).start(), kubeconfig
+    except Exception:
+        return None
+
+
 def _daemon(args: argparse.Namespace) -> Callable[[], int] | int:
     """``run``'s daemon, built and ready to serve, or the exit code after a clear message."""
+    from custom_scheduler.server import logs
+
+    logs.setup(args.log_level)
+    early = _prefetch(args)  # first: its LISTs run while the rest imports
     import dataclasses
+
+    import structlog
 
     from custom_scheduler import config
     from custom_scheduler.kube import api_errors as kerrors
     from custom_scheduler.kube.client import KubeClient
     from custom_scheduler.plugins.builtin import full_registry
-    from custom_scheduler.server import logs
     from custom_scheduler.server.app import App
     from custom_scheduler.server.daemon import serve
     from custom_scheduler.server.metrics import Metrics
-
-    logs.setup(args.log_level)
-    import structlog
 
     log = structlog.get_logger("custom_scheduler.cli")
     # One registry for the config and the daemon: each build scans every installed distribution's
@@ -255,8 +277,23 @@ def _daemon(args: argparse.Namespace) -> Callable[[], int] | int:
     if isinstance(options, int):
         return options
     record, gates = options
+    prefetched = None
+    if early is not None:
+        prefetched, early_kubeconfig = early
+        if early_kubeconfig != cc.kubeconfig or cfg.delay_cache_until_active:  # not the LISTs it will need
+            prefetched.discard()
+            prefetched = None
     metrics = Metrics()
-    app = App(cfg, registry, client, dry_run=args.dry_run, metrics=metrics, decision_record=record, gates=gates)
+    app = App(
+        cfg,
+        registry,
+        client,
+        dry_run=args.dry_run,
+        metrics=metrics,
+        decision_record=record,
+        gates=gates,
+        prefetched=prefetched,
+    )
     app.install_signal_handlers()
 
     def run() -> int:

@@ -43,6 +43,7 @@ from custom_scheduler.framework import dra_store as fdra
 from custom_scheduler.framework import volumes
 from custom_scheduler.framework.gang_store import GangStore
 from custom_scheduler.kube import api_errors as kerrors
+from custom_scheduler.kube import prefetch
 from custom_scheduler.kube.client import KubeClient
 from custom_scheduler.kube.watch import Reflector
 
@@ -51,7 +52,8 @@ log = structlog.get_logger("custom_scheduler.informers")
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+#: The Pods the scheduler lists (defined where the daemon prefetches the same LIST).
+POD_FIELD_SELECTOR = prefetch.POD_FIELD_SELECTOR
 
 
 class Sink(Protocol[T_contra]):

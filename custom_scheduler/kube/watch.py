@@ -67,6 +67,9 @@ class Reflector:
         self._on_restart = on_restart or (lambda reason: None)
         self.relists = 0
         self._progressed = False  # the current watch delivered at least one event
+        #: The first LIST's answer when someone fetched it already (:mod:`.prefetch`): called once,
+        #: before the first LIST; None from it means "LIST as usual".
+        self.initial: Callable[[], tuple[list[dict[str, Any]], str] | None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -118,28 +121,11 @@ class Reflector:
                 backoff = min(backoff * 2, 30.0)
 
     def _list(self) -> None:
-        items: list[dict[str, Any]] = []
-        cont = ""
-        while True:
-            query: dict[str, Any] = {
-                "limit": PAGE_SIZE,
-                "continue": cont,
-                "fieldSelector": self.field_selector,
-                "labelSelector": self.label_selector,
-            }
-            try:
-                doc = self.client.get(self.path, query, timeout=(5.0, 60.0))
-            except api_errors.Gone:
-                if cont:  # the continue token expired: restart the whole LIST
-                    items, cont = [], ""
-                    continue
-                raise
-            items.extend(doc.get("items") or ())
-            meta = doc.get("metadata") or {}
-            cont = meta.get("continue") or ""
-            if not cont:
-                self.resource_version = meta.get("resourceVersion", "")
-                break
+        initial, self.initial = self.initial, None
+        got = initial() if initial is not None else None
+        if got is None:
+            got = list_all(self.client, self.path, self.field_selector, self.label_selector)
+        items, self.resource_version = got
         self.relists += 1
         self.handler.replace(items, self.resource_version)
 
@@ -187,6 +173,34 @@ class Reflector:
                     self._progressed = True
         finally:
             self._resp = None
+
+
+def list_all(
+    client: KubeClient, path: str, field_selector: str = "", label_selector: str = ""
+) -> tuple[list[dict[str, Any]], str]:
+    """Every object of a paginated LIST (``limit=500`` + ``continue``) and the list's
+    resourceVersion; a 410 on a continue token restarts the LIST."""
+    items: list[dict[str, Any]] = []
+    cont = ""
+    while True:
+        query: dict[str, Any] = {
+            "limit": PAGE_SIZE,
+            "continue": cont,
+            "fieldSelector": field_selector,
+            "labelSelector": label_selector,
+        }
+        try:
+            doc = client.get(path, query, timeout=(5.0, 60.0))
+        except api_errors.Gone:
+            if cont:  # the continue token expired: restart the whole LIST
+                items, cont = [], ""
+                continue
+            raise
+        items.extend(doc.get("items") or ())
+        meta = doc.get("metadata") or {}
+        cont = meta.get("continue") or ""
+        if not cont:
+            return items, str(meta.get("resourceVersion", ""))
 
 
 def _status_error(obj: Mapping[str, Any]) -> api_errors.ApiError:

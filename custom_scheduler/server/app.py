@@ -57,6 +57,7 @@ from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.kube import api_errors as kerrors
 from custom_scheduler.kube.client import KubeClient
+from custom_scheduler.kube.prefetch import Prefetch
 from custom_scheduler.plugins import gang_hints, load_aware
 from custom_scheduler.server.decision_log import DecisionLog
 from custom_scheduler.server.metrics import Metrics
@@ -86,7 +87,10 @@ class App:
         metrics_sources: loadmetrics.Sources | None = None,
         decision_record: RingConfig | None = None,
         gates: FeatureGates = DEFAULT_GATES,
+        prefetched: Prefetch | None = None,
     ) -> None:
+        """``prefetched``: LISTs the command line started before the daemon was built; the
+        informers whose LIST it holds take their answers (see :mod:`custom_scheduler.kube.prefetch`)."""
         self.config = config
         self.registry = registry
         self.dry_run = dry_run
@@ -145,6 +149,11 @@ class App:
             metrics.track_accelerators(accelerators)
         self._build_scheduler_informers()
         self._build_store_informers(config)
+        if prefetched is not None:
+            for inf in self.informers:
+                r = inf.reflector
+                r.initial = prefetched.claim(r.path, r.field_selector, r.label_selector)
+            prefetched.discard()
         # PodGroup status (condition / phase and counts), written off the scheduling thread.
         self.gang_status = GangStatusWriter(next(iter(self.profiles.values())).handle, self.gangs)
         if not dry_run:

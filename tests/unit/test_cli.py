@@ -84,3 +84,41 @@ def test_help_is_the_description_and_the_commands_not_the_module_docstring() -> 
     # No reST from a module docstring.
     assert "``" not in proc.stdout
     assert ":func:" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "config_text", "expected"),
+    [
+        pytest.param(None, "clientConnection: {kubeconfig: KC}\n", "KC", id="from-the-config-file"),
+        pytest.param("KC", "clientConnection: {kubeconfig: /elsewhere}\n", "KC", id="the-flag-wins"),
+        pytest.param(None, "profiles: []\n", None, id="in-cluster-here-fails"),
+        pytest.param(None, ": not yaml [", None, id="unreadable-config"),
+    ],
+)
+def test_the_early_lists_use_the_kubeconfig_the_daemon_will_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str | None, config_text: str, expected: str | None
+) -> None:
+    """The prefetch reads the kubeconfig as the daemon will (the flag, else the file's
+    clientConnection.kubeconfig, else in-cluster or ~/.kube/config), and gives up quietly where it
+    cannot: the start that follows reports the problem."""
+    import argparse
+
+    from custom_scheduler import cli
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "{clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}], users: [{name: u, user: {}}],"
+        " contexts: [{name: x, context: {cluster: c, user: u}}], current-context: x}"
+    )
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(config_text.replace("KC", str(kubeconfig)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    args = argparse.Namespace(kubeconfig=flag and flag.replace("KC", str(kubeconfig)), config=str(config_file))
+    got = cli._prefetch(args)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert got[1] == expected.replace("KC", str(kubeconfig))
+        got[0].discard()
