@@ -142,6 +142,30 @@ def host_busy_seconds() -> float:
     return (sum(ticks[:8]) - idle) / CLK_TCK
 
 
+#: The machine's CPU share (all cores) under which the cluster counts as settled before a
+#: scheduler starts; see :func:`wait_settled`.
+SETTLED_BUSY = 0.25
+
+
+def wait_settled(timeout: float = 20.0, window: float = 0.5) -> float:
+    """Wait (at most ``timeout``) until the machine is nearly idle, and return the last window's
+    busy share. Why: creating a round's Nodes, and the previous round's deletes, leave the API
+    server, etcd and the controller-manager busy for a few seconds more (garbage collection, an
+    etcd compaction), and whichever scheduler started into that paid for it in its start-up: ours
+    is CPU-bound (imports), so 0.6-0.7 s on a quiet machine became 1.4-2.2 s in some rounds while
+    kube-scheduler's went the other way. Each scheduler now starts on a settled cluster."""
+    cores = os.cpu_count() or 1
+    deadline = time.monotonic() + timeout
+    if timeout <= 0:
+        return math.nan
+    while True:
+        busy, t0 = host_busy_seconds(), time.monotonic()
+        time.sleep(window)  # a sampling interval: the share is measured over it
+        share = (host_busy_seconds() - busy) / ((time.monotonic() - t0) * cores)
+        if share < SETTLED_BUSY or time.monotonic() >= deadline:
+            return share
+
+
 class CpuWindow:
     """CPU seconds of the scheduler, kube-apiserver, etcd, this harness and everything else over a
     window: "other" shows how noisy the machine was (other jobs compete for the same cores)."""
@@ -304,6 +328,10 @@ class Options:
     rate: float = 0.0
     timeout: float = 0.0
     stall: float = 30.0
+    #: Seconds at most to wait, before each scheduler starts, for the previous round's namespace
+    #: to be deleted and the machine to settle (:func:`wait_settled`); 0: start at once (the
+    #: smoke suite in CI, whose figures mean nothing anyway).
+    settle: float = 20.0
     startup_timeout: float = 120.0
     seed: int = 1
     custom_log_level: str = "info"
@@ -649,7 +677,13 @@ def _delete_pods_and_nodes(kube: KubeClient, namespace: str, run_id: str, timeou
 
 
 def _cleanup(
-    kube: KubeClient, namespace: str, run_id: str, timeout: float = 120.0, dra: bool = False, workers: int = 32
+    kube: KubeClient,
+    namespace: str,
+    run_id: str,
+    timeout: float = 120.0,
+    dra: bool = False,
+    workers: int = 32,
+    wait_namespace: bool = True,
 ) -> None:
     deadline = time.monotonic() + timeout
 
@@ -680,6 +714,29 @@ def _cleanup(
             kube.request("DELETE", kind, query=selector, timeout=(5.0, timeout))
     with contextlib.suppress(api_errors.KubeError):
         kube.delete(f"/api/v1/namespaces/{namespace}")
+    if not wait_namespace:
+        return
+    # Until it is gone: the namespace controller then deletes what the round left in it (thousands
+    # of Events), a second of etcd and API server CPU that otherwise fell on the next scheduler's
+    # start-up (measured: 0.5-0.8 s each of etcd and kube-apiserver CPU inside our daemon's 1.1-1.7 s
+    # start in the rounds it hit, against 0.01-0.03 s of etcd in the others).
+    try:
+        cluster.wait_for(
+            lambda: _namespace_gone(kube, namespace),
+            timeout=max(5.0, min(120.0, deadline - time.monotonic())),
+            interval=0.5,
+            what=f"namespace {namespace} deleted",
+        )
+    except TimeoutError as e:
+        print(f"warning: {e}", file=sys.stderr)
+
+
+def _namespace_gone(kube: KubeClient, namespace: str) -> bool:
+    try:
+        kube.get(f"/api/v1/namespaces/{namespace}")
+    except api_errors.NotFound:
+        return True
+    return False
 
 
 class Churner:
@@ -944,6 +1001,7 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             created = _create_pods(kube, namespace, pods, opts.create_workers)
             res["pod_create_s"] = time.monotonic() - t_burst
             log(f"[{which}] {len(pods)} pods created in {res['pod_create_s']:.1f}s; starting the scheduler")
+            res["busy_before_start"] = wait_settled(opts.settle)
             sched = SchedulerProcess(which, cp, workdir, opts)
             if opts.py_spy and which == "custom":
                 spy = PySpy(sched.pid, Path(opts.py_spy), opts.py_spy_rate)
@@ -953,7 +1011,10 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
             window.start["scheduler"] = 0.0
             res["startup_s"] = math.nan
         else:
+            res["busy_before_start"] = wait_settled(opts.settle)
+            during_start = CpuWindow(cp, None)
             sched = SchedulerProcess(which, cp, workdir, opts)
+            during_start.pids["scheduler"], during_start.start["scheduler"] = sched.pid, 0.0
             kube.post(pod_path(namespace), _canary(scheduler_name, namespace))
             ok = watcher.wait({CANARY}, time.monotonic() + opts.startup_timeout, opts.startup_timeout, sched.alive)
             if not ok or not sched.alive():
@@ -962,7 +1023,14 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
                     f"(process alive: {sched.alive()}); log tail:\n{sched.log_tail()}"
                 )
             res["startup_s"] = watcher.bound[CANARY][0] - sched.started
-            log(f"[{which}] scheduler up (canary bound {res['startup_s']:.1f}s after start); creating pods")
+            # Who used the CPU meanwhile: a busy control plane lengthens a CPU-bound start.
+            res["startup_cpu_s"] = {k: round(v, 3) for k, v in during_start.stop().items()}
+            log(
+                f"[{which}] scheduler up (canary bound {res['startup_s']:.1f}s after start, machine "
+                f"{100 * res['busy_before_start']:.0f}% busy before it; CPU meanwhile: "
+                + ", ".join(f"{k} {v:.2f}s" for k, v in res["startup_cpu_s"].items() if k != "host")
+                + "); creating pods"
+            )
             before_measuring()
             attempts_before = sched.attempts(cp.admin_token)
             if opts.py_spy and which == "custom":
@@ -1115,7 +1183,15 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     # Deleting thousands of Nodes (and their Leases, through the garbage collector) takes the API
     # server minutes: the next round must not start while it is still at it (120 s was too short
     # at 15000 Nodes), so the wait grows with the node count.
-    _cleanup(kube, namespace, run_id, timeout=max(120.0, len(wl.nodes) / 25), dra=is_dra, workers=opts.create_workers)
+    _cleanup(
+        kube,
+        namespace,
+        run_id,
+        timeout=max(120.0, len(wl.nodes) / 25),
+        dra=is_dra,
+        workers=opts.create_workers,
+        wait_namespace=opts.settle > 0,
+    )
     return res
 
 
@@ -1481,6 +1557,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     )
     p.add_argument("--timeout", type=float, default=0.0, help="seconds to wait for all binds (default 60 + pods/20)")
     p.add_argument("--stall", type=float, default=30.0, help="give up after this many seconds without a new bind")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=20.0,
+        help="before each scheduler starts, wait at most this long for the previous round's namespace to go "
+        "and the machine to settle (0: start at once)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rounds", type=int, default=1, help="alternate the schedulers this many times; report medians")
     p.add_argument(
@@ -1533,6 +1616,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         rate=a.rate,
         timeout=a.timeout,
         stall=a.stall,
+        settle=a.settle,
         seed=a.seed,
         custom_log_level=a.custom_log_level,
         kube_verbosity=a.kube_verbosity,

@@ -38,13 +38,13 @@ FIRST_SUITE = workloads.UPSTREAM + workloads.OURS
 
 @pytest.fixture(scope="module")
 def suite(control_plane: ControlPlane) -> dict[str, Any]:
-    opts = bench_run.Options(nodes=NODES, pods=PODS, workload="", schedulers=["custom"], stall=15.0)
+    opts = bench_run.Options(nodes=NODES, pods=PODS, workload="", schedulers=["custom"], stall=15.0, settle=0)
     return bench_run.run_suite(opts, FIRST_SUITE, cp=control_plane, log=lambda msg: None)
 
 
 @pytest.fixture(scope="module")
 def more_suite(control_plane: ControlPlane) -> dict[str, Any]:
-    opts = bench_run.Options(nodes=MORE_NODES, pods=MORE_PODS, workload="", schedulers=["custom"], stall=15.0)
+    opts = bench_run.Options(nodes=MORE_NODES, pods=MORE_PODS, workload="", schedulers=["custom"], stall=15.0, settle=0)
     return bench_run.run_suite(opts, workloads.UPSTREAM_MORE, cp=control_plane, log=lambda msg: None)
 
 
@@ -157,7 +157,7 @@ def test_suite_table_has_a_row_per_workload(suite: dict[str, Any], more_suite: d
 
 
 def test_both_schedulers_and_the_ratio_columns(control_plane: ControlPlane) -> None:
-    opts = bench_run.Options(nodes=NODES, pods=PODS, workload="", schedulers=["custom", "kube"], stall=15.0)
+    opts = bench_run.Options(settle=0, nodes=NODES, pods=PODS, workload="", schedulers=["custom", "kube"], stall=15.0)
     report = bench_run.run_suite(opts, ["SchedulingBasic"], cp=control_plane, log=lambda msg: None)
     rep = report["suite"]["SchedulingBasic"]
     for which in ("custom", "kube"):
@@ -175,7 +175,9 @@ def test_both_schedulers_and_the_ratio_columns(control_plane: ControlPlane) -> N
 def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:
     """``--rate``: pod i is created at start + i/rate, so 100 pods at 200/s take about half a second
     to create (a burst of 100 takes a fraction of that) and the header says so."""
-    opts = bench_run.Options(nodes=20, pods=100, workload="plain", schedulers=["custom"], stall=20.0, rate=200.0)
+    opts = bench_run.Options(
+        settle=0, nodes=20, pods=100, workload="plain", schedulers=["custom"], stall=20.0, rate=200.0
+    )
     report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
     r = report["results"]["custom"]
     assert r["bound"] == 100
@@ -192,6 +194,7 @@ def test_kwok_nodes_are_set_up_heartbeat_and_run_the_bound_pods(
     every 3 s, though a run of a few seconds may fall between two waves of them), kwok's CPU is its
     own column, and every bound pod goes Running."""
     opts = bench_run.Options(
+        settle=0,
         nodes=NODES,
         pods=PODS,
         workload="SchedulingBasic",
@@ -372,7 +375,9 @@ def test_gangs_smoke_size_binds_every_gang_whole(control_plane: ControlPlane) ->
     """The gangs workload's smoke size (4 gangs of 4 and 1 of 10 on 20 nodes, our scheduler with its
     GangScheduling plugin): the probe's incomplete gang is held back until its last member exists,
     then every gang is bound whole and none stays partly bound beyond the limit."""
-    opts = bench_run.Options(nodes=20, pods=26, workload="gangs", schedulers=["custom"], stall=15.0, gangs="4x4,1x10")
+    opts = bench_run.Options(
+        settle=0, nodes=20, pods=26, workload="gangs", schedulers=["custom"], stall=15.0, gangs="4x4,1x10"
+    )
     report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
     r = report["results"]["custom"]
     assert r["bound"] == r["pods"] == 26, r.get("log_tail", "")

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_both_schedulers_keep_every_gang_in_one_block_and_ours_in_one_rack(control_plane: ControlPlane) -> None:
-    opts = bench_run.Options(nodes=220, pods=64, workload=topology.NAME, schedulers=["custom", "kube"], stall=30.0)
+    opts = bench_run.Options(
+        settle=0, nodes=220, pods=64, workload=topology.NAME, schedulers=["custom", "kube"], stall=30.0
+    )
     report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
     for which in ("custom", "kube"):
         r = report["results"][which]
