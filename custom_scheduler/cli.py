@@ -202,7 +202,7 @@ def _prefetch(args: argparse.Namespace) -> tuple[Any, str] | None:
     try:
         import yaml
 
-        from custom_scheduler.kube.client import KubeClient
+        from custom_scheduler.kube.client import KubeClient, load_configuration
         from custom_scheduler.kube.prefetch import Prefetch
 
         kubeconfig = args.kubeconfig
@@ -210,7 +210,10 @@ def _prefetch(args: argparse.Namespace) -> tuple[Any, str] | None:
             with open(args.config, encoding="utf-8") as f:
                 doc = yaml.safe_load(f)
             kubeconfig = str(((doc or {}).get("clientConnection") or {}).get("kubeconfig") or "")
-        return Prefetch(KubeClient.from_kubeconfig(kubeconfig, qps=0, burst=1, pool_maxsize=2)).start(), kubeconfig
+        credentials = load_configuration(kubeconfig, plain_only=True)  # no exec plugin run twice
+        if credentials is None:
+            return None
+        return Prefetch(KubeClient(credentials, qps=0, burst=1, pool_maxsize=2)).start(), kubeconfig
     except Exception:
         return None
 

@@ -98,10 +98,11 @@ NO_OBSERVER = RequestObserver()
 NO_RESPONSE = "<error>"
 
 
-def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
+def load_configuration(kubeconfig: str = "", context: str | None = None, *, plain_only: bool = False) -> Any:
     """The credentials of a kubeconfig file, or in-cluster ones: a :class:`.credentials.Credentials`
     for the plain cases, else a ``kubernetes.client.Configuration`` (exec plugins, auth providers,
-    proxies: see :mod:`.credentials`).
+    proxies: see :mod:`.credentials`), or None there when ``plain_only`` (nothing run, nothing
+    imported: an exec plugin can take seconds).
 
     Empty ``kubeconfig``: in-cluster when ``KUBERNETES_SERVICE_HOST`` is set, else ``$KUBECONFIG``
     or ``~/.kube/config`` (never silently the other way round).
@@ -112,7 +113,7 @@ def load_configuration(kubeconfig: str = "", context: str | None = None) -> Any:
         return credentials.in_cluster()
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
     plain = credentials.from_kubeconfig(path, context)
-    if plain is not None:
+    if plain is not None or plain_only:
         return plain
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config

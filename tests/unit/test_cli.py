@@ -93,6 +93,7 @@ def test_help_is_the_description_and_the_commands_not_the_module_docstring() -> 
         pytest.param("KC", "clientConnection: {kubeconfig: /elsewhere}\n", "KC", id="the-flag-wins"),
         pytest.param(None, "profiles: []\n", None, id="in-cluster-here-fails"),
         pytest.param(None, ": not yaml [", None, id="unreadable-config"),
+        pytest.param(None, "clientConnection: {kubeconfig: EXEC}\n", None, id="exec-plugin-not-run-early"),
     ],
 )
 def test_the_early_lists_use_the_kubeconfig_the_daemon_will_use(
@@ -110,12 +111,21 @@ def test_the_early_lists_use_the_kubeconfig_the_daemon_will_use(
         "{clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}], users: [{name: u, user: {}}],"
         " contexts: [{name: x, context: {cluster: c, user: u}}], current-context: x}"
     )
+    exec_kubeconfig = tmp_path / "exec-kubeconfig"
+    ran = tmp_path / "ran"
+    exec_kubeconfig.write_text(
+        "{clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}],"
+        " users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1,"
+        f" command: touch, args: [{ran}]}}}}}}],"
+        " contexts: [{name: x, context: {cluster: c, user: u}}], current-context: x}"
+    )
     config_file = tmp_path / "config.yaml"
-    config_file.write_text(config_text.replace("KC", str(kubeconfig)))
+    config_file.write_text(config_text.replace("KC", str(kubeconfig)).replace("EXEC", str(exec_kubeconfig)))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     args = argparse.Namespace(kubeconfig=flag and flag.replace("KC", str(kubeconfig)), config=str(config_file))
     got = cli._prefetch(args)
+    assert not ran.exists(), "the exec plugin ran before the daemon's own start"
     if expected is None:
         assert got is None
     else:
