@@ -218,6 +218,35 @@ def _prefetch(args: argparse.Namespace) -> tuple[Any, str] | None:
         return None
 
 
+def _serving_certs(args: argparse.Namespace) -> Any:
+    """``--tls-cert-file``/``--tls-private-key-file`` loaded, None without them (a self-signed
+    certificate is served), or the exit code after a clear message."""
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        print("custom-scheduler: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+        return EXIT_CONFIG
+    if not args.tls_cert_file:
+        return None
+    from custom_scheduler.server.serving import ServingCerts
+
+    try:
+        return ServingCerts.from_files(args.tls_cert_file, args.tls_private_key_file)
+    except ValueError as e:
+        print(f"custom-scheduler: invalid serving certificate: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _usable_prefetch(early: tuple[Any, str] | None, cfg: Any) -> Any:
+    """The early LISTs when they are the ones the daemon needs now: the same kubeconfig, and
+    informers that start at once (with ``delayCacheUntilActive`` they would be stale)."""
+    if early is None:
+        return None
+    prefetched, kubeconfig = early
+    if kubeconfig != cfg.client_connection.kubeconfig or cfg.delay_cache_until_active:
+        prefetched.discard()
+        return None
+    return prefetched
+
+
 def _daemon(args: argparse.Namespace) -> Callable[[], int] | int:
     """``run``'s daemon, built and ready to serve, or the exit code after a clear message."""
     from custom_scheduler.server import logs
@@ -258,18 +287,9 @@ def _daemon(args: argparse.Namespace) -> Callable[[], int] | int:
 
     for line in advice.warnings(parse_yaml(Path(args.config).read_text(encoding="utf-8")), cfg):
         log.warning("config_warning", warning=line)
-    certs = None
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-        print("custom-scheduler: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.tls_cert_file:
-        from custom_scheduler.server.serving import ServingCerts
-
-        try:
-            certs = ServingCerts.from_files(args.tls_cert_file, args.tls_private_key_file)
-        except ValueError as e:
-            print(f"custom-scheduler: invalid serving certificate: {e}", file=sys.stderr)
-            return EXIT_CONFIG
+    certs = _serving_certs(args)
+    if isinstance(certs, int):
+        return certs
     cc = cfg.client_connection
     try:
         client = KubeClient.from_kubeconfig(cc.kubeconfig, qps=cc.qps, burst=cc.burst)
@@ -280,12 +300,6 @@ def _daemon(args: argparse.Namespace) -> Callable[[], int] | int:
     if isinstance(options, int):
         return options
     record, gates = options
-    prefetched = None
-    if early is not None:
-        prefetched, early_kubeconfig = early
-        if early_kubeconfig != cc.kubeconfig or cfg.delay_cache_until_active:  # not the LISTs it will need
-            prefetched.discard()
-            prefetched = None
     metrics = Metrics()
     app = App(
         cfg,
@@ -295,7 +309,7 @@ def _daemon(args: argparse.Namespace) -> Callable[[], int] | int:
         metrics=metrics,
         decision_record=record,
         gates=gates,
-        prefetched=prefetched,
+        prefetched=_usable_prefetch(early, cfg),
     )
     app.install_signal_handlers()
 

@@ -89,8 +89,6 @@ class App:
         gates: FeatureGates = DEFAULT_GATES,
         prefetched: Prefetch | None = None,
     ) -> None:
-        """``prefetched``: LISTs the command line started before the daemon was built; the
-        informers whose LIST it holds take their answers (see :mod:`custom_scheduler.kube.prefetch`)."""
         self.config = config
         self.registry = registry
         self.dry_run = dry_run
@@ -137,23 +135,12 @@ class App:
         elif decision_record is not None and decision_record.scores:
             # The record's top plugins and runner-up: the fast path's columns of those two nodes.
             self.scheduler.cycle.algorithm.keep_top = True
-        if metrics is not None:  # read at each scrape
-            metrics.track_queue(self.queue.incoming_counts, self.queue.unschedulable_reasons)
-            metrics.track_binding(self.scheduler.binding.in_flight)
-            metrics.track_batching(self._batch_counts)
-            accelerators, problems = fragmentation.daemon_view(
-                self.cache.update_snapshot, self.scheduler.snapshot, [p.plugin_args for p in config.profiles]
-            )
-            for problem in problems:
-                log.warning("accelerator_metrics_config", problem=problem)
-            metrics.track_accelerators(accelerators)
+        if metrics is not None:
+            self._track(metrics, config)
         self._build_scheduler_informers()
         self._build_store_informers(config)
         if prefetched is not None:
-            for inf in self.informers:
-                r = inf.reflector
-                r.initial = prefetched.claim(r.path, r.field_selector, r.label_selector)
-            prefetched.discard()
+            self._take_prefetched(prefetched)
         # PodGroup status (condition / phase and counts), written off the scheduling thread.
         self.gang_status = GangStatusWriter(next(iter(self.profiles.values())).handle, self.gangs)
         if not dry_run:
@@ -161,6 +148,26 @@ class App:
         # NodeLoad's usage source (metrics.k8s.io), only when a profile enables that plugin.
         self.load_metrics = self._load_metrics_for(config)
         self._threads: list[threading.Thread] = []
+
+    def _track(self, metrics: Metrics, config: SchedulerConfig) -> None:
+        """The gauges read at each scrape: queue, binding, batching, accelerators."""
+        metrics.track_queue(self.queue.incoming_counts, self.queue.unschedulable_reasons)
+        metrics.track_binding(self.scheduler.binding.in_flight)
+        metrics.track_batching(self._batch_counts)
+        accelerators, problems = fragmentation.daemon_view(
+            self.cache.update_snapshot, self.scheduler.snapshot, [p.plugin_args for p in config.profiles]
+        )
+        for problem in problems:
+            log.warning("accelerator_metrics_config", problem=problem)
+        metrics.track_accelerators(accelerators)
+
+    def _take_prefetched(self, prefetched: Prefetch) -> None:
+        """LISTs the command line started before the daemon was built: the informers whose LIST it
+        holds take their answers (see :mod:`custom_scheduler.kube.prefetch`); the rest is dropped."""
+        for inf in self.informers:
+            r = inf.reflector
+            r.initial = prefetched.claim(r.path, r.field_selector, r.label_selector)
+        prefetched.discard()
 
     def _informer(self, path: str, decode: Callable[[Any], Any], key: Callable[[Any], str], name: str) -> Informer[Any]:
         """An informer only the plugins' listers read (no sink: nothing is queued on its events)."""
