@@ -149,11 +149,10 @@ SETTLED_BUSY = 0.25
 
 def wait_settled(timeout: float = 20.0, window: float = 0.5) -> float:
     """Wait (at most ``timeout``) until the machine is nearly idle, and return the last window's
-    busy share. Why: creating a round's Nodes, and the previous round's deletes, leave the API
-    server, etcd and the controller-manager busy for a few seconds more (garbage collection, an
-    etcd compaction), and whichever scheduler started into that paid for it in its start-up: ours
-    is CPU-bound (imports), so 0.6-0.7 s on a quiet machine became 1.4-2.2 s in some rounds while
-    kube-scheduler's went the other way. Each scheduler now starts on a settled cluster."""
+    busy share. Why: work left over from creating a round (or from the previous round's cleanup)
+    falls into whichever scheduler starts next, and ours is CPU-bound while it imports. The cause
+    measured was the previous round's namespace being deleted (see ``_cleanup``, which now waits
+    for it); this is the second guard, for whatever else a round leaves running."""
     cores = os.cpu_count() or 1
     deadline = time.monotonic() + timeout
     if timeout <= 0:

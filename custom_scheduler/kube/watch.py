@@ -122,10 +122,9 @@ class Reflector:
 
     def _list(self) -> None:
         """The first LIST asks for ``resourceVersion=0`` as client-go's reflector does: any recent
-        state, answered from the API server's watch cache, with no read of etcd (a consistent
-        LIST of every resource at each start cost etcd and the API server up to a second of CPU
-        while our daemon started, once a benchmark's rounds had churned through thousands of
-        objects). A relist after 410 Gone is consistent (``""``), as client-go's is."""
+        state, answered whole from the API server's watch cache, with no read of etcd; the watch
+        from its resourceVersion brings whatever is newer. A relist after 410 Gone is consistent
+        (``""``), as client-go's is."""
         initial, self.initial = self.initial, None
         got = initial() if initial is not None else None
         if got is None:

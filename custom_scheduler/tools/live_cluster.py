@@ -9,7 +9,6 @@ would without it (no RBAC, an API the server does not serve), with a warning the
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from custom_scheduler.api import podgroup as gang
@@ -34,19 +33,11 @@ def connect(kubeconfig: str | None, config_kubeconfig: str = "") -> Any:
         raise ToolError(f"cannot load cluster credentials from {where}: {e}") from None
 
 
-def list_all(client: Any, path: str, query: Mapping[str, Any] | None = None) -> list[JSONDict]:
-    """Every item of a LIST, following ``continue`` tokens."""
-    items: list[JSONDict] = []
-    cont = ""
-    while True:
-        q = {"limit": 500, **(query or {})}
-        if cont:
-            q["continue"] = cont
-        doc = client.get(path, q)
-        items.extend(doc.get("items") or [])
-        cont = (doc.get("metadata") or {}).get("continue") or ""
-        if not cont:
-            return items
+def list_all(client: Any, path: str, field_selector: str = "") -> list[JSONDict]:
+    """Every item of a consistent LIST (the informers' paging: :func:`custom_scheduler.kube.watch.list_all`)."""
+    from custom_scheduler.kube.watch import list_all as paged
+
+    return paged(client, path, field_selector)[0]
 
 
 def fetch_live(client: Any) -> ClusterState:
@@ -61,7 +52,7 @@ def fetch_live(client: Any) -> ClusterState:
 
     state = ClusterState(source=f"live {getattr(client, 'host', '')}".strip())
     state.nodes = [_with_kind(n, "Node") for n in list_all(client, "/api/v1/nodes")]
-    state.pods = [_with_kind(p, "Pod") for p in list_all(client, "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR})]
+    state.pods = [_with_kind(p, "Pod") for p in list_all(client, "/api/v1/pods", POD_FIELD_SELECTOR)]
     state.namespaces = [_with_kind(n, "Namespace") for n in list_all(client, "/api/v1/namespaces")]
     try:
         pcs = list_all(client, "/apis/scheduling.k8s.io/v1/priorityclasses")

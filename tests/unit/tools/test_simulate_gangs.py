@@ -262,7 +262,7 @@ class _Client:
     def __init__(self, served: dict[str, Any]) -> None:
         self.served = served
 
-    def get(self, path: str, query: Any = None) -> dict[str, Any]:
+    def get(self, path: str, query: Any = None, timeout: Any = None) -> dict[str, Any]:
         got = self.served.get(path, [])
         if isinstance(got, Exception):
             raise got

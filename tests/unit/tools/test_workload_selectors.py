@@ -187,7 +187,7 @@ def test_fetch_live_keeps_going_without_a_forbidden_kind() -> None:
     class Client:
         host = "https://test"
 
-        def get(self, path: str, query: Any = None) -> dict[str, Any]:
+        def get(self, path: str, query: Any = None, timeout: Any = None) -> dict[str, Any]:
             if path == "/api/v1/services":
                 raise api_errors.ApiError(403, "Forbidden", "services is forbidden")
             if path == "/apis/apps/v1/replicasets":
