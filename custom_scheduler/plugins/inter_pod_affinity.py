@@ -378,7 +378,9 @@ class InterPodAffinity:
         snap = self._memo_snapshot(all_nodes)
         anti_rows = _existing_anti_rows(self._terms, pod, ns_labels)
         existing_anti: dict[Any, int]
-        if snap is not None:
+        if snap is not None and not snap.anti_affinity_nodes:
+            existing_anti = {}  # no pod anywhere has required anti-affinity: nothing to sum or keep
+        elif snap is not None:
             key = ("existing-anti", _incoming_key(pod, ns_labels))
             existing_anti = self._tally.totals(key, snap.arrays, all_nodes, anti_rows)
         else:
@@ -515,7 +517,9 @@ class InterPodAffinity:
         rows = _score_rows(self._terms, terms, pod, ns_labels, hard_weight, has_preferred)
         preferred = terms.preferred_affinity + terms.preferred_anti_affinity
         totals: dict[Any, int]
-        if snap is not None:
+        if snap is not None and not has_preferred and not snap.affinity_nodes:
+            totals = {}  # only existing pods with affinity could contribute, and there are none
+        elif snap is not None:
             read = _namespaces_read(preferred, ns_version)
             memo_key = ("score", _incoming_key(pod, ns_labels), has_preferred, preferred, hard_weight, read)
             totals = self._tally.totals(memo_key, snap.arrays, all_nodes, rows)

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from custom_scheduler.api.model import HostPort, Pod
+from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework import cluster_events as ce
-from custom_scheduler.framework import registry
 from custom_scheduler.framework.interface import Handle
-from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, StateKey, Status
+from custom_scheduler.framework.types import SKIP, SUCCESS, Code, CycleState, NodeInfo, Snapshot, StateKey, Status
 from custom_scheduler.plugins import signers
 
 NAME = "NodePorts"
@@ -64,6 +64,7 @@ class NodePorts:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
+        self._verdicts = arrays.RowMemo()
 
     def sign_pod(self, pod: Pod) -> signers.Fragments:
         """What this plugin reads of the pod (opportunistic batching)."""
@@ -89,6 +90,18 @@ class NodePorts:
         if fits_ports(wanted, node_info):
             return SUCCESS
         return _REJECT
+
+    def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
+        """:meth:`filter` for every snapshot node at once. Pods that want the same ports (the
+        replicas of a workload) share the verdicts across cycles, and only the nodes that changed
+        since (the one that took the last replica) are checked again (:class:`arrays.RowMemo`)."""
+        wanted: tuple[HostPort, ...] | None = state.get(PRE_FILTER_KEY)
+        if wanted is None:
+            return None
+        mask: arrays.Mask = self._verdicts.values(
+            wanted, snap.arrays, snap.node_list, lambda ni: fits_ports(wanted, ni)
+        )
+        return mask
 
 
 def _after_assigned_pod_delete(pod: Pod, old: Pod, new: Any) -> ce.Hint:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, StateNotFoundError, Status
+from custom_scheduler.core.cache import Cache
+from custom_scheduler.framework.types import SKIP, SUCCESS, CycleState, Snapshot, StateNotFoundError, Status
 from custom_scheduler.plugins import node_ports
-from tests.builders import PodBuilder, make_node
+from tests.builders import PodBuilder, make_node, make_pod
 from tests.unit.plugins.support import bare, fake_handle, node_info
 
 CONFLICT = Status.unschedulable("node(s) didn't have free ports for the requested pod ports")
 
 
-def ports(*specs: str) -> PodBuilder:
+def ports(*specs: str, name: str | None = None) -> PodBuilder:
     """A pod with host ports given as ``PROTOCOL/IP/PORT`` (kube-scheduler's test notation)."""
-    b = bare()
+    b = bare(make_pod(name) if name else None)
     b.spec["containers"] = [{"name": "c0", "image": "registry.k8s.io/pause:3.9", "ports": []}]
     for spec in specs:
         proto, ip, port = spec.split("/")
@@ -112,3 +113,44 @@ def test_port_freed_when_holder_removed() -> None:
     assert pl.filter(state, p, ni) == CONFLICT
     ni.remove_pod(holder)
     assert pl.filter(state, p, ni) == SUCCESS
+
+
+def _mask_and_filter(pl: node_ports.NodePorts, pod: PodBuilder, snap: Snapshot) -> tuple[list[bool], list[bool]]:
+    state = CycleState()
+    p = pod.build()
+    assert pl.pre_filter(state, p, snap.node_list) == SUCCESS
+    mask = pl.filter_mask(state, p, snap)
+    assert mask is not None
+    assert not isinstance(mask, bool)
+    return mask.tolist(), [pl.filter(state, p, ni) == SUCCESS for ni in snap.node_list]
+
+
+def test_filter_mask_equals_the_per_node_filter_as_nodes_take_and_free_ports() -> None:
+    """The mask (the daemon's path) is remembered per wanted ports across cycles: a node that
+    took a holder since, or lost one, is checked again; the others keep their verdicts."""
+    pl = node_ports.NodePorts(None, fake_handle())
+    cache = Cache()
+    for i in range(4):
+        cache.add_node(make_node(f"n{i}").build())
+    cache.add_pod(ports("TCP/0.0.0.0/80", name="h1").node("n1").build())
+    cache.add_pod(ports("UDP/10.0.0.1/80", name="h3").node("n3").build())
+    snap = cache.snapshot()
+    wanted = ports("TCP/10.0.0.1/80")
+    assert _mask_and_filter(pl, wanted, snap) == ([True, False, True, True], [True, False, True, True])
+    holder = ports("TCP/10.0.0.1/80", name="h2").node("n2").build()
+    cache.add_pod(holder)
+    cache.update_snapshot(snap)
+    assert _mask_and_filter(pl, wanted, snap) == ([True, False, False, True], [True, False, False, True])
+    cache.remove_pod(holder)
+    cache.update_snapshot(snap)
+    assert _mask_and_filter(pl, wanted, snap) == ([True, False, True, True], [True, False, True, True])
+    other = ports("UDP/0.0.0.0/80")  # another key: its own verdicts
+    assert _mask_and_filter(pl, other, snap) == ([True, True, True, False], [True, True, True, False])
+
+
+def test_filter_mask_is_not_asked_for_pods_without_host_ports() -> None:
+    pl = node_ports.NodePorts(None, fake_handle())
+    state = CycleState()
+    snap = Cache().snapshot()
+    assert pl.pre_filter(state, bare().build(), []) == SKIP
+    assert pl.filter_mask(state, bare().build(), snap) is None
