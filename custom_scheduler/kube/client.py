@@ -6,7 +6,9 @@ successful bind (../shared/docs/python-client.md §4). The ``kubernetes`` packag
 for credentials we do not read ourselves (exec plugins, auth providers, proxies; :mod:`.credentials`
 reads plain kubeconfigs and in-cluster ones), and we send raw JSON: single requests on
 ``http.client`` keep-alive connections (:mod:`.http_pool`, a third of urllib3's CPU per request),
-watches on the urllib3 pool.
+watches too. urllib3 is imported and its pool built only for a configuration the lean pool does not
+serve (a proxy, socket options, ``assert_hostname``): importing it costs 15-30 ms of start-up, most
+of it compiling its URL regular expressions.
 
 - :class:`KubeClient.request` returns parsed JSON (or raw bytes) for 2xx and raises
   :mod:`custom_scheduler.kube.api_errors` for everything else.
@@ -29,15 +31,16 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import orjson
 import structlog
-import urllib3
-import urllib3.exceptions
 
 from custom_scheduler.kube import api_errors, http_headers, http_pool
+
+if TYPE_CHECKING:
+    import urllib3
 
 log = structlog.get_logger("custom_scheduler.kube.client")
 
@@ -133,6 +136,8 @@ def pool_manager(configuration: Any, context: ssl.SSLContext | None = None) -> u
     ``context``: the client's TLS context (:func:`.http_pool.tls_context`), which every watch
     connection then shares; without one, urllib3 builds a context and re-reads the CA and client
     certificate files for each new connection (1-2 ms of CPU each, some twenty at start-up)."""
+    import urllib3
+
     if getattr(configuration, "proxy", None):
         from kubernetes.client import rest
 
@@ -180,6 +185,8 @@ def note_insecure(configuration: Any) -> bool:
         first = host not in _insecure_hosts
         _insecure_hosts.add(host)
     if first:
+        import urllib3  # here only: an insecure configuration is a development one
+
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         log.warning(
             "insecure_skip_tls_verify",
@@ -206,9 +213,10 @@ class KubeClient:
         note_insecure(configuration)
         self._cfg = configuration
         tls = http_pool.tls_context(configuration) if str(configuration.host).startswith("https:") else None
-        self._pool: urllib3.PoolManager = pool_manager(configuration, tls)
-        #: Non-streaming requests go here when the configuration allows (see kube.http_pool).
+        #: Every request goes here when the configuration allows (see kube.http_pool) ...
         self._lean = http_pool.lean_pool(configuration, pool_maxsize, tls)
+        #: ... else to urllib3's pool.
+        self._pool: urllib3.PoolManager | None = pool_manager(configuration, tls) if self._lean is None else None
         self.host = str(configuration.host).rstrip("/")
         self.limiter = TokenBucket(qps, burst)
         self.user_agent = user_agent
@@ -323,8 +331,11 @@ class KubeClient:
         *,
         preload: bool,
     ) -> urllib3.BaseHTTPResponse:
-        """One request on the pool, no retries; a connection-level failure raises TransportError.
-        Its status (or that none came) is reported to the :attr:`observer`."""
+        """One request on urllib3's pool, no retries; a connection-level failure raises
+        TransportError. Its status (or that none came) is reported to the :attr:`observer`."""
+        import urllib3
+
+        assert self._pool is not None  # built whenever there is no lean pool
         try:
             resp = self._pool.request(
                 method,
@@ -385,11 +396,15 @@ class KubeClient:
         else on urllib3's.
         """
         timeout = (connect_timeout, read_timeout)
+        broken: tuple[type[BaseException], ...] = (http.client.HTTPException, OSError, ValueError, AttributeError)
         if self._lean is not None:
             lean = self._open_lean_stream(path, query, timeout)
             error_body, chunks, release = lean.read_all, lean.chunks, lean.close
             resp: Any = lean
         else:
+            import urllib3.exceptions
+
+            broken += (urllib3.exceptions.HTTPError,)
             pooled = self._send("GET", path, query, None, None, timeout, preload=False)
             error_body, release = pooled.read, pooled.release_conn
             chunks = functools.partial(pooled.stream, 65536, decode_content=True)
@@ -402,7 +417,7 @@ class KubeClient:
                 on_open(resp)
             try:
                 yield from _lines(chunks())
-            except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError, AttributeError) as e:
+            except broken as e:
                 raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
         finally:
             release()
@@ -421,7 +436,8 @@ class KubeClient:
         return resp
 
     def close(self) -> None:
-        self._pool.clear()
+        if self._pool is not None:
+            self._pool.clear()
         if self._lean is not None:
             self._lean.close()
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 
 from custom_scheduler.errors import ConfigError
-from custom_scheduler.kube import credentials
+from custom_scheduler.kube import credentials, http_pool
 from custom_scheduler.kube.client import KubeClient, load_configuration
 from custom_scheduler.server.health import HealthServer
 from tests.secure import tls_health_server
@@ -272,6 +274,7 @@ def tls_server() -> Iterator[HealthServer]:
     srv.stop()
 
 
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-pool", "urllib3-pool"])
 @pytest.mark.parametrize(
     ("extra", "ok"),
     [
@@ -281,17 +284,45 @@ def tls_server() -> Iterator[HealthServer]:
     ],
 )
 def test_a_kubeconfig_ca_is_trusted_on_both_connection_paths(
-    tls_server: HealthServer, tmp_path: Path, extra: dict[str, str], ok: bool
+    tls_server: HealthServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: dict[str, str],
+    ok: bool,
+    lean: bool,
 ) -> None:
+    """The lean pool serves plain configurations; urllib3's the others (a proxy, socket options)."""
     assert tls_server.certs is not None
+    if not lean:
+        monkeypatch.setattr(http_pool, "lean_pool", lambda *a, **kw: None)
     cluster = {"server": tls_server.url, "certificate-authority-data": _b64(tls_server.certs.ca_pem.decode()), **extra}
     client = KubeClient.from_kubeconfig(str(_kubeconfig(tmp_path, cluster, {"token": "t"})), qps=0, burst=1)
-    assert client._lean is not None
+    assert (client._lean is not None, client._pool is None) == (lean, lean)
     if ok:
-        assert client.request_raw("GET", "/healthz") == b"ok"  # http.client keep-alive path
-        assert b"".join(client.stream("/healthz")) == b"ok"  # the urllib3 pool (watches)
+        assert client.request_raw("GET", "/healthz") == b"ok"
+        assert b"".join(client.stream("/healthz")) == b"ok"
     else:
         with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
             client.request_raw("GET", "/healthz")
         with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
             list(client.stream("/healthz"))
+
+
+def test_a_plain_kubeconfig_imports_neither_urllib3_nor_the_kubernetes_package(
+    tls_server: HealthServer, tmp_path: Path
+) -> None:
+    """Start-up: importing them costs the daemon 15-30 ms and 150-200 ms; a plain kubeconfig
+    (the daemon's, in-cluster or a file) needs neither, for requests or watches."""
+    assert tls_server.certs is not None
+    cluster = {"server": tls_server.url, "certificate-authority-data": _b64(tls_server.certs.ca_pem.decode())}
+    path = _kubeconfig(tmp_path, cluster, {"token": "t"})
+    child = (
+        "import sys\n"
+        "from custom_scheduler.kube.client import KubeClient\n"
+        f"c = KubeClient.from_kubeconfig({str(path)!r}, qps=0, burst=1)\n"
+        "assert c.request_raw('GET', '/healthz') == b'ok'\n"
+        "assert b''.join(c.stream('/healthz')) == b'ok'\n"
+        "print(sorted(m for m in ('urllib3', 'kubernetes') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
