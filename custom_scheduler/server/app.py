@@ -16,7 +16,6 @@ stop the informers, exit 0.
 from __future__ import annotations
 
 import dataclasses
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -511,12 +510,10 @@ class App:
         log.info("stopped")
 
     def install_signal_handlers(self) -> None:
-        def handler(signum: int, frame: Any) -> None:
-            log.info("signal_received", signal=signal.Signals(signum).name)
-            self.stop_event.set()
+        """SIGTERM or SIGINT: stop gracefully; a second one: exit at once (see server.signals)."""
+        from custom_scheduler.server.signals import SignalWatcher
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        SignalWatcher(lambda name: self.stop_event.set()).install()
 
     def wait(self) -> None:
         while not self.stop_event.wait(1.0):

@@ -214,3 +214,33 @@ def test_cli_serves_a_given_certificate_reloads_it_and_warns_once_about_insecure
     assert b"InsecureRequestWarning" not in log
     assert "serving_certificate_loaded" in names
     assert "serving_certificate_reloaded" in names
+
+
+def test_cli_ends_on_two_sigterms_back_to_back(
+    control_plane: ControlPlane, tmp_path: Path, run_daemon: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    """Two SIGTERMs back to back, as ``timeout(1)`` sends one to the process and one to its group:
+    the daemon hung for ever on that (its handler waited for a lock its own thread held). Now it
+    ends: 0 when the second came after the graceful stop or merged with the first, 1 when it cut
+    the stop short, as kube-scheduler's second signal does (tests/unit/server/test_signals.py
+    checks each case)."""
+    k.apply_rbac(control_plane)
+    port = free_port()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(CONFIG + f"healthzBindAddress: 127.0.0.1:{port}\n")
+    kubeconfig = _insecure_kubeconfig(control_plane, tmp_path / "insecure-kubeconfig.json")
+    proc = run_daemon(f"--config={cfg}", f"--kubeconfig={kubeconfig}")
+
+    def ready() -> bool:
+        try:
+            return get(f"https://127.0.0.1:{port}/readyz")[0] == 200
+        except OSError:
+            return False
+
+    cluster.wait_for(ready, timeout=30, what="the daemon ready")
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) in (0, 1)
+    log = (tmp_path / "daemon.log").read_bytes()
+    names = [orjson.loads(line)["event"] for line in log.splitlines() if line[:1] == b"{"]
+    assert "signal_received" in names
