@@ -4,7 +4,6 @@ ever there), and a second signal exits at once, as kube-scheduler's does."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
