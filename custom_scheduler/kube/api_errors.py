@@ -29,6 +29,12 @@ class TransportError(KubeError):
     """The request did not get an HTTP answer (connection error, timeout)."""
 
 
+class IdleTimeout(TransportError):
+    """A stream (a watch) sent nothing for its whole idle read timeout. Routine on a resource
+    nothing changes: the API server's watch cache sends a bookmark only after it has seen an event
+    of that resource. Re-opening the watch is what tells a quiet one from a half-open connection."""
+
+
 class ApiError(KubeError):
     """A non-2xx answer. ``reason`` and ``message`` come from the server's Status, when present."""
 

@@ -397,6 +397,7 @@ class KubeClient:
         """
         timeout = (connect_timeout, read_timeout)
         broken: tuple[type[BaseException], ...] = (http.client.HTTPException, OSError, ValueError, AttributeError)
+        idle: tuple[type[BaseException], ...] = (TimeoutError,)
         if self._lean is not None:
             lean = self._open_lean_stream(path, query, timeout)
             error_body, chunks, release = lean.read_all, lean.chunks, lean.close
@@ -405,6 +406,7 @@ class KubeClient:
             import urllib3.exceptions
 
             broken += (urllib3.exceptions.HTTPError,)
+            idle += (urllib3.exceptions.ReadTimeoutError,)
             pooled = self._send("GET", path, query, None, None, timeout, preload=False)
             error_body, release = pooled.read, pooled.release_conn
             chunks = functools.partial(pooled.stream, 65536, decode_content=True)
@@ -417,6 +419,8 @@ class KubeClient:
                 on_open(resp)
             try:
                 yield from _lines(chunks())
+            except idle as e:
+                raise api_errors.IdleTimeout(f"watch {path}: nothing for {read_timeout:g} s") from e
             except broken as e:
                 raise api_errors.TransportError(f"watch {path}: {type(e).__name__}: {e}") from e
         finally:

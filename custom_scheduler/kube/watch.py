@@ -4,7 +4,9 @@
 2. The handler's ``replace(items)`` gets the full list; it emits deletes for vanished objects.
 3. WATCH from the list's resourceVersion, with bookmarks, a server-side ``timeoutSeconds``
    (jittered) and a client-side idle read timeout, so a silent half-open connection is noticed.
-4. A normal close (timeout) resumes from the last resourceVersion; bookmarks advance it.
+4. A normal close (timeout), or nothing read for the idle timeout (a quiet resource: the API
+   server sends bookmarks only for resources it has seen an event of), resumes at once from the
+   last resourceVersion; bookmarks advance it.
 5. 410 Gone (as an ERROR event or a status) → re-list. Other errors → exponential backoff with
    jitter (0.5 s doubling to 30 s), then resume from the last resourceVersion.
 
@@ -106,6 +108,13 @@ class Reflector:
                 log.info("watch_expired_relist", resource=self.name, resource_version=self.resource_version)
                 self._on_relist("expired")
                 need_list = True
+            except api_errors.IdleTimeout:
+                # A quiet resource (no events, so no bookmarks either): resume from the same
+                # resourceVersion at once, as after a server-side timeout. Not a warning: on a
+                # quiet cluster it happens to most watches every read timeout.
+                log.debug("watch_idle_reopened", resource=self.name, idle_s=self.read_timeout)
+                self._on_restart("idle")
+                backoff = 0.5
             except (api_errors.KubeError, ValueError) as e:
                 if self._stop.is_set():
                     return

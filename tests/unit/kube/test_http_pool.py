@@ -321,12 +321,15 @@ def test_a_watch_error_status_raises_as_on_urllib3(server: _Server) -> None:
     assert err.value.status == 403
 
 
-def test_a_silent_watch_ends_at_its_idle_timeout(server: _Server) -> None:
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-pool", "urllib3-pool"])
+def test_a_silent_watch_ends_at_its_idle_timeout(server: _Server, monkeypatch: pytest.MonkeyPatch, lean: bool) -> None:
+    if not lean:
+        monkeypatch.setattr(http_pool, "lean_pool", lambda *a, **kw: None)
     client = _client(server)
     got: list[bytes] = []
     lines = client.stream("/watch-hang", read_timeout=0.3)
     got.append(next(lines))
-    with pytest.raises(api_errors.TransportError, match="watch /watch-hang"):
+    with pytest.raises(api_errors.IdleTimeout, match=r"watch /watch-hang: nothing for 0\.3 s"):
         next(lines)
     server.closed.set()
     assert [orjson.loads(x)["n"] for x in got] == [1]
