@@ -117,7 +117,7 @@ class HealthServer:
         metrics: the registry served on ``/metrics``.
         healthy: True while the process is alive and well (drives ``/healthz`` and ``/livez``).
         auth: who may see anything but the probes (required: there is no unauthenticated mode).
-        certs: the serving certificate; None makes a self-signed one at :meth:`start`.
+        certs: the serving certificate; None: a self-signed one, made for the first connection.
         configz: the ``/configz`` body (JSON) of the config running now; None: no ``/configz``.
     """
 
@@ -163,7 +163,7 @@ class HealthServer:
         if self._server is not None:
             return self
         if self.certs is None:
-            self.certs = ServingCerts.self_signed(default_hosts(self.host))
+            self.certs = ServingCerts.self_signed_on_first_use(default_hosts(self.host))
         klass = _Server6 if ":" in self.host else _Server
         self._server = klass((self.host, self._port), self._handler_class())
         self._server.certs = self.certs

@@ -11,7 +11,10 @@ rotation needs no restart. This module does both:
 - :meth:`ServingCerts.self_signed`: an ECDSA P-256 CA and leaf made in memory (``cryptography``).
   Python's ``ssl`` loads certificates only from files, so the pair is written to a fresh 0700
   directory under ``$TMPDIR`` (an ``emptyDir`` in the Deployment: the root filesystem is read-only),
-  loaded, and deleted at once: the private key does not outlive start-up on disk.
+  loaded, and deleted at once: the private key does not outlive start-up on disk. The daemon makes
+  it when the first connection arrives (:meth:`ServingCerts.self_signed_on_first_use`), not before
+  its first bind: importing ``cryptography`` and signing cost 30-40 ms of start-up, and the first
+  probe comes seconds later. Whether ``$TMPDIR`` is writable is checked at start all the same.
 - :meth:`ServingCerts.from_files`: loads ``--tls-cert-file``/``--tls-private-key-file`` now (a bad
   pair fails start-up), then :meth:`ServingCerts.context` re-stats both files at most every
   :data:`CHECK_INTERVAL` seconds when a connection arrives and swaps in a new ``SSLContext`` once
@@ -34,12 +37,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 log = structlog.get_logger("custom_scheduler.server.serving")
 
@@ -61,6 +65,8 @@ def _context(cert_file: str, key_file: str) -> ssl.SSLContext:
 
 def _describe(cert_pem: bytes) -> dict[str, str]:
     """Subject and expiry of the first certificate in ``cert_pem``, for the log."""
+    from cryptography import x509
+
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError:
@@ -83,6 +89,11 @@ def generate_self_signed(hosts: Sequence[str], *, now: dt.datetime | None = None
     Returns ``(chain_pem, key_pem, ca_pem)``: the leaf followed by the CA, the leaf's key, and the
     CA alone (a client that wants to verify can trust it).
     """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     now = now or dt.datetime.now(dt.UTC)
     primary = hosts[0] if hosts else "localhost"
     stamp = int(now.timestamp())
@@ -114,6 +125,8 @@ def _certificate(
 ) -> x509.CertificateBuilder:
     """What the CA and the leaf share: valid from an hour ago for ``SELF_SIGNED_DAYS``, basic
     constraints and key usage (a CA signs certificates, a leaf only signs its handshakes)."""
+    from cryptography import x509
+
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -145,18 +158,19 @@ class ServingCerts:
 
     def __init__(
         self,
-        ctx: ssl.SSLContext,
+        ctx: ssl.SSLContext | Callable[[], tuple[ssl.SSLContext, bytes]],
         *,
         files: tuple[str, str] | None = None,
         ca_pem: bytes = b"",
         check_interval: float = CHECK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._ctx = ctx
+        self._ctx: ssl.SSLContext | None = ctx if isinstance(ctx, ssl.SSLContext) else None
+        #: Makes (context, CA) on first use (:meth:`self_signed_on_first_use`).
+        self._make = None if isinstance(ctx, ssl.SSLContext) else ctx
         self.files = files
         """``(cert_file, key_file)`` watched for rotation; None for a self-signed pair."""
-        self.ca_pem = ca_pem
-        """The self-signed CA (empty for files): what a verifying client would trust."""
+        self._ca_pem = ca_pem
         self.check_interval = check_interval
         self._clock = clock
         self._checked = clock()
@@ -164,22 +178,27 @@ class ServingCerts:
         self._failed: _Signature | None = None
         self._lock = threading.Lock()
 
+    @property
+    def ca_pem(self) -> bytes:
+        """The self-signed CA (empty for files): what a verifying client would trust."""
+        if self._make is not None:
+            self.context()
+        return self._ca_pem
+
     @classmethod
     def self_signed(cls, hosts: Sequence[str] = ()) -> ServingCerts:
         """A fresh pair for ``hosts`` (default :func:`default_hosts`); raises ``OSError`` when no
         temporary directory is writable."""
-        chain, key, ca = generate_self_signed(list(hosts) or default_hosts())
-        tmp = tempfile.mkdtemp(prefix="custom-scheduler-serving-")  # mode 0700
-        try:
-            cert_file, key_file = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-                f.write(key)
-            Path(cert_file).write_bytes(chain)
-            ctx = _context(cert_file, key_file)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        log.info("serving_certificate_self_signed", hosts=list(hosts) or default_hosts(), **_describe(chain))
+        ctx, ca = _self_signed_context(hosts)
         return cls(ctx, ca_pem=ca)
+
+    @classmethod
+    def self_signed_on_first_use(cls, hosts: Sequence[str] = ()) -> ServingCerts:
+        """:meth:`self_signed`, made when the first connection asks for it. Raises ``OSError``
+        now when no temporary directory is writable, as :meth:`self_signed` would."""
+        shutil.rmtree(tempfile.mkdtemp(prefix="custom-scheduler-serving-"), ignore_errors=True)
+        hosts = list(hosts)
+        return cls(lambda: _self_signed_context(hosts))
 
     @classmethod
     def from_files(
@@ -210,13 +229,19 @@ class ServingCerts:
         return (a.st_ino, a.st_size, a.st_mtime_ns), (b.st_ino, b.st_size, b.st_mtime_ns)
 
     def context(self) -> ssl.SSLContext:
-        """The context for a new connection, reloaded first if the files changed."""
-        if self.files is None or self._clock() - self._checked < self.check_interval:
-            return self._ctx
+        """The context for a new connection, reloaded first if the files changed (or made, the
+        first time, for a pair made on first use)."""
+        ctx = self._ctx
+        if ctx is not None and (self.files is None or self._clock() - self._checked < self.check_interval):
+            return ctx
         with self._lock:
-            if self._clock() - self._checked >= self.check_interval:
+            if self._make is not None:
+                self._ctx, self._ca_pem = self._make()
+                self._make = None
+            elif self.files is not None and self._clock() - self._checked >= self.check_interval:
                 self._checked = self._clock()
                 self._maybe_reload()
+            assert self._ctx is not None
             return self._ctx
 
     def _maybe_reload(self) -> None:
@@ -237,3 +262,20 @@ class ServingCerts:
         except OSError:
             info = {}
         log.info("serving_certificate_reloaded", cert_file=cert_file, **info)
+
+
+def _self_signed_context(hosts: Sequence[str]) -> tuple[ssl.SSLContext, bytes]:
+    """A fresh self-signed pair for ``hosts`` (default :func:`default_hosts`), loaded: the server
+    context and the CA."""
+    chain, key, ca = generate_self_signed(list(hosts) or default_hosts())
+    tmp = tempfile.mkdtemp(prefix="custom-scheduler-serving-")  # mode 0700
+    try:
+        cert_file, key_file = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(key)
+        Path(cert_file).write_bytes(chain)
+        ctx = _context(cert_file, key_file)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("serving_certificate_self_signed", hosts=list(hosts) or default_hosts(), **_describe(chain))
+    return ctx, ca

@@ -220,3 +220,45 @@ def test_run_refuses_bad_tls_flags_with_exit_2(
     proc = _run("run", f"--config={cfg}", "--kubeconfig=/nonexistent", *argv)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
+
+
+def test_the_daemons_self_signed_pair_is_made_for_the_first_connection() -> None:
+    """A health server without a certificate makes its self-signed pair when the first
+    connection asks for it, not at start: 30-40 ms of the daemon's start-up before its first bind."""
+    with capture_logs() as logs:
+        srv = HealthServer(
+            "127.0.0.1:0",
+            lambda: True,
+            Metrics(process_collectors=False),
+            auth=DelegatingAuth(FakeReviewApi({}, set())),
+        ).start()
+        try:
+            assert srv.certs is not None
+            assert "serving_certificate_self_signed" not in [e["event"] for e in logs]
+            assert https_get(f"{srv.url}/healthz", ca_pem=srv.certs.ca_pem)[:2] == (200, b"ok")  # verified
+            assert https_get(f"{srv.url}/livez")[:2] == (200, b"ok")
+        finally:
+            srv.stop()
+    assert [e["event"] for e in logs].count("serving_certificate_self_signed") == 1
+
+
+def test_a_pair_made_on_first_use_imports_no_cryptography_before_it() -> None:
+    child = (
+        "import sys\n"
+        "from custom_scheduler.server import daemon, health\n"
+        "from custom_scheduler.server.serving import ServingCerts\n"
+        "ServingCerts.self_signed_on_first_use()\n"
+        "print('cryptography' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_pair_made_on_first_use_fails_at_once_without_a_writable_tmpdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(OSError, match="missing"):
+        ServingCerts.self_signed_on_first_use(["127.0.0.1"])
