@@ -1,8 +1,9 @@
 """Kubernetes Events (``events.k8s.io/v1``) and pod status writes, off the scheduling thread.
 
 Why a background writer: the scheduling cycle must never wait on the API. Events and the
-``PodScheduled`` condition are queued here and written by one worker thread; when the queue is
-full, the write is dropped and counted (as client-go's broadcaster does) rather than blocking.
+``PodScheduled`` condition are queued here and written by one worker thread. When too many Events
+wait, a new one is dropped and counted (as client-go's broadcaster does) rather than blocking; a
+pod's status write is never dropped, a newer one replaces it (:mod:`.write_queue`).
 
 Event storms: a pod that keeps failing while it backs off would emit one ``FailedScheduling`` per
 attempt. Like client-go's ``tools/events``, repeats of the same (pod, reason, note) within
@@ -12,7 +13,6 @@ creating new events, and those PATCHes are themselves limited to one per :data:`
 
 from __future__ import annotations
 
-import queue
 import secrets
 import threading
 import time
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import structlog
 
 from custom_scheduler.api.model import Pod
+from custom_scheduler.core.write_queue import WriteQueue
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import STRATEGIC_PATCH_CT, KubeClient, pod_path
@@ -98,7 +99,7 @@ class Writer:
         self.fenced_writes = 0
         self.controller = reporting_controller
         self.instance = (instance or f"{reporting_controller}-{secrets.token_hex(4)}")[:128]
-        self._q: queue.Queue[tuple[Callable[[], None], bool] | None] = queue.Queue(max_queue)
+        self._q = WriteQueue(max_queue)
         self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -114,24 +115,20 @@ class Writer:
         """Flush what is queued (up to ``timeout``), then stop."""
         if self._thread is None:
             return
-        try:
-            self._q.put(None, timeout=timeout)
-        except queue.Full:
-            pass  # the writer is still busy: the join below waits as long, then the daemon thread is left
-        self._thread.join(timeout)
+        self._q.close()
+        self._thread.join(timeout)  # still busy after it: the daemon thread is left
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until everything queued so far has been written (tests, shutdown)."""
         done = threading.Event()
-        self._submit(done.set, write=False)
+        self._q.put_marker(done.set)
         done.wait(timeout)
 
-    def _submit(self, fn: Callable[[], None], *, write: bool = True) -> None:
+    def _submit(self, fn: Callable[[], None], *, key: tuple[str, str] | None = None) -> None:
+        """Queue a write; ``key`` (a pod's status) makes it one that is replaced, never dropped."""
         if self.dry_run:
             return
-        try:
-            self._q.put_nowait((fn, write))
-        except queue.Full:
+        if not self._q.put(fn, key=key):
             self.dropped += 1
             self._on_dropped()
 
@@ -269,7 +266,7 @@ class Writer:
                 # pod): the nomination it announced is moot, the bind won.
                 log.debug("nomination_after_bind", pod=pod.key, node=node)
 
-        self._submit(write)
+        self._submit(write, key=("nominated", pod.uid))
 
     def pod_condition(self, pod: Pod, *, status: str, reason: str, message: str, nominated: str | None = None) -> None:
         """PATCH ``PodScheduled`` (and optionally ``nominatedNodeName``) when something changed."""
@@ -292,7 +289,7 @@ class Writer:
         }
         if nominated is not None:
             patch["status"]["nominatedNodeName"] = nominated or None
-        self._submit(lambda: self._write_unbound(pod, patch))
+        self._submit(lambda: self._write_unbound(pod, patch), key=("condition", pod.uid))
 
     def _write_unbound(self, pod: Pod, patch: dict[str, Any], attempts: int = 3) -> None:
         """PATCH the status of a pod that is not bound, never of one that is. The write runs on

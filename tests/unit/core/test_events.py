@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from custom_scheduler.core.events import Writer, micro_time, truncate_note
@@ -167,3 +168,63 @@ def test_a_failure_status_never_overwrites_a_binding_that_came_first() -> None:
         assert sent[0]["metadata"] == {"uid": "uid-p", "resourceVersion": "1"}
         if not bound:
             assert sent[1]["metadata"] == {"uid": "uid-p", "resourceVersion": "2"}
+
+
+class BlockedClient(FakeClient):
+    """Holds the writer thread in its first write until released, so writes pile up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def post(self, path: str, body: Any, **kw: Any) -> Any:
+        self.entered.set()
+        self.release.wait(10)
+        return super().post(path, body, **kw)
+
+
+def test_a_full_queue_drops_events_but_never_a_pods_status() -> None:
+    """Cluster-autoscaler scales up for pods whose PodScheduled condition says Unschedulable: a
+    burst of failures must not lose those writes (kube-scheduler never drops them). Events may be
+    dropped, as client-go's broadcaster drops them."""
+    client = BlockedClient()
+    w = Writer(client, max_queue=3)  # type: ignore[arg-type]
+    w.start()
+    pods = [make_pod(f"p{i}").build() for i in range(10)]
+    w.event(pods[0], type_="Warning", reason="FailedScheduling", action="Scheduling", note="first")
+    assert client.entered.wait(5)  # the writer is now stuck in that POST
+    for p in pods:
+        w.event(p, type_="Warning", reason="FailedScheduling", action="Scheduling", note="0/1 nodes")
+        w.pod_condition(p, status="False", reason="Unschedulable", message="0/1 nodes")
+    client.release.set()
+    w.flush()
+    w.stop()
+    statuses = [c[1] for c in client.calls if c[0] == "PATCH" and c[1].endswith("/status")]
+    assert statuses == [f"/api/v1/namespaces/default/pods/p{i}/status" for i in range(10)]
+    assert len([c for c in client.calls if c[0] == "POST"]) == 1 + 3  # the first, then three queued
+    assert w.dropped == 7
+
+
+def test_a_newer_status_of_a_pod_replaces_the_queued_one_and_is_written_last() -> None:
+    client = BlockedClient()
+    w = Writer(client)  # type: ignore[arg-type]
+    w.start()
+    a, b = make_pod("a").build(), make_pod("b").build()
+    w.event(a, type_="Warning", reason="FailedScheduling", action="Scheduling", note="x")
+    assert client.entered.wait(5)
+    w.pod_condition(a, status="False", reason="Unschedulable", message="first")
+    w.nominate(a, "n1")
+    w.pod_condition(b, status="False", reason="Unschedulable", message="b")
+    w.pod_condition(a, status="False", reason="SchedulerError", message="second")
+    client.release.set()
+    w.flush()
+    w.stop()
+    writes = [(c[1].split("/")[-2], c[2]["status"]) for c in client.calls if c[0] == "PATCH"]
+    assert [
+        (pod, st.get("nominatedNodeName"), [x["message"] for x in st.get("conditions", [])]) for pod, st in writes
+    ] == [
+        ("a", "n1", []),
+        ("b", None, ["b"]),
+        ("a", None, ["second"]),
+    ]
