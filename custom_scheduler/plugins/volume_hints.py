@@ -99,8 +99,17 @@ def _deleted_pod_had_claims(pod: Pod, old: Pod, new: Any) -> Hint:
 
 
 def _deleted_pod_conflicted(conflict: Callable[[Any, Pod], bool]) -> HintFn:
+    """VolumeRestrictions' hint for a deleted assigned pod, as upstream's: in the pod's namespace,
+    one whose in-tree disk conflicted with the pod's, or that used a claim the pod uses (the claim
+    may be ReadWriteOncePod; upstream does not read the claim to tell)."""
+
     def hint(pod: Pod, old: Pod, new: Any) -> Hint:
-        return _q(any(conflict(v, old) for v in pod.volumes))
+        if old.namespace != pod.namespace:
+            return Hint.SKIP
+        if any(v.disk and conflict(v, old) for v in pod.volumes):
+            return Hint.QUEUE
+        claims = {v.claim for v in pod.volumes if v.claim and not v.ephemeral}
+        return _q(any(v.claim in claims for v in old.volumes if v.claim and not v.ephemeral))
 
     return hint
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from custom_scheduler.api import storage
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import cluster_events as ce
@@ -57,14 +59,40 @@ def test_class_csinode_and_capacity_hints() -> None:
     assert helped(fv.CSI_NODE, three, two) == set()
 
 
-def test_assigned_pod_delete_helps_restrictions_only_on_a_conflict() -> None:
-    disk = {"name": "g", "gcePersistentDisk": {"pdName": "disk"}}
-    wants = make_pod("w", "ns").volume(disk).build()
-    holder = make_pod("h", "ns").volume(disk).node("n1").build()
-    other = make_pod("o", "ns").volume({"name": "g", "gcePersistentDisk": {"pdName": "else"}}).node("n1").build()
-    rejected = {RESTRICTIONS}
-    assert RULES.worth_requeuing(wants, rejected, ce.ASSIGNED_POD_DELETE, holder, None)
-    assert not RULES.worth_requeuing(wants, rejected, ce.ASSIGNED_POD_DELETE, other, None)
+DISK = {"name": "g", "gcePersistentDisk": {"pdName": "disk"}}
+OTHER_DISK = {"name": "g", "gcePersistentDisk": {"pdName": "else"}}
+
+
+@pytest.mark.parametrize(
+    ("wants", "deleted", "queue"),
+    [
+        pytest.param(make_pod("w", "ns").volume(DISK), make_pod("h", "ns").volume(DISK), True, id="disk-conflict"),
+        pytest.param(make_pod("w", "ns").volume(DISK), make_pod("h", "ns").volume(OTHER_DISK), False, id="other-disk"),
+        pytest.param(make_pod("w", "ns").volume(DISK), make_pod("h", "x").volume(DISK), False, id="other-namespace"),
+        pytest.param(make_pod("w", "ns").pvc("c"), make_pod("h", "ns").pvc("c"), True, id="same-claim"),
+        pytest.param(make_pod("w", "ns").pvc("c"), make_pod("h", "ns").pvc("d"), False, id="other-claim"),
+        pytest.param(make_pod("w", "ns").pvc("c"), make_pod("h", "x").pvc("c"), False, id="same-claim-other-namespace"),
+        pytest.param(
+            make_pod("w", "ns").pvc("c").volume(DISK),
+            make_pod("h", "ns").pvc("d"),
+            False,
+            id="claim-and-disk-unrelated",
+        ),
+        pytest.param(
+            make_pod("w", "ns").ephemeral_volume("t"), make_pod("h", "ns").ephemeral_volume("t"), False, id="ephemeral"
+        ),
+    ],
+)
+def test_assigned_pod_delete_helps_restrictions_on_a_disk_conflict_or_a_shared_claim(
+    wants: Any, deleted: Any, queue: bool
+) -> None:
+    """Upstream's isSchedulableAfterAssignedPodDeleted. Claims and disks side by side: the hint
+    used to index a claim's missing disk and fail (logged, and counted as Queue) for every pod
+    with a claim."""
+    (reg,) = [r for r in registrations(RESTRICTIONS, is_volume_conflict) if r.event == ce.ASSIGNED_POD_DELETE]
+    assert reg.hint is not None
+    got = reg.hint(wants.build(), deleted.node("n1").build(), None)
+    assert got == (ce.Hint.QUEUE if queue else ce.Hint.SKIP)
 
 
 def _va() -> storage.VolumeAttachment:
