@@ -478,6 +478,26 @@ class SchedulerProcess:
         self.exit_code = self.proc.returncode
         return self.exit_code
 
+    def log_errors(self) -> dict[str, int]:
+        """Our daemon's error-level log lines, counted by event (a round that hides a failing
+        hint or write behind good figures is not a good round); kube-scheduler's klog: {}."""
+        if self.which != "custom":
+            return {}
+        counts: dict[str, int] = {}
+        try:
+            with self.log_path.open("rb") as f:
+                for line in f:
+                    if b'"level":"error"' not in line and b'"level":"critical"' not in line:
+                        continue
+                    try:
+                        event = str(orjson.loads(line).get("event", "?"))
+                    except orjson.JSONDecodeError:
+                        event = "?"
+                    counts[event] = counts.get(event, 0) + 1
+        except OSError:
+            return {}
+        return counts
+
     def log_tail(self, n: int = 30) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -1171,11 +1191,15 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     if wl.priority_classes and init:
         res["preempted"] = len(init_names - {p["metadata"]["name"] for p in final})
     res["classes"] = dict(wl.classes)
+    if sched is not None:
+        res["log_errors"] = sched.log_errors()
     if sched is not None and (not res["all_bound"] or opts.keep):
         res["log_tail"] = sched.log_tail(20)
+    errors = res.get("log_errors") or {}
     log(
         f"[{which}] bound {n_bound}/{len(names)} in {res['last_bind_s']:.1f}s; "
         f"{res['throughput_first_to_last']:.0f} pods/s; cleaning up"
+        + (f" (error log lines: {errors})" if errors else "")
     )
     if runner is not None:
         runner.drop_finalizers()
