@@ -79,8 +79,8 @@ from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient, pod_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SCHEDULERS = ("custom", "kube")
-SCHEDULER_NAMES = {"custom": "custom-scheduler", "kube": "kube-bench"}
+SCHEDULERS = ("custom", "kube", "null")
+SCHEDULER_NAMES = {"custom": "custom-scheduler", "kube": "kube-bench", "null": "null-binder"}
 CANARY = "canary"
 BENCH_BINARIES = "etcd kube-apiserver kube-controller-manager kube-scheduler"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -434,9 +434,16 @@ def kube_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[s
     return argv, dict(os.environ)
 
 
+def null_command(cp: ControlPlane, workdir: Path, opts: Options) -> tuple[list[str], dict[str, str]]:
+    """The ceiling (:mod:`bench.null_binder`): binds without scheduling, on plain-pod workloads."""
+    argv = [sys.executable, "-m", "bench.null_binder", "--kubeconfig", str(cp.kubeconfig())]
+    return [*argv, "--scheduler-name", SCHEDULER_NAMES["null"]], {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
 COMMANDS: dict[str, Callable[[ControlPlane, Path, Options], tuple[list[str], dict[str, str]]]] = {
     "custom": custom_command,
     "kube": kube_command,
+    "null": null_command,
 }
 
 
@@ -454,7 +461,7 @@ class SchedulerProcess:
         self.exit_code: int | None = None
         #: With ``--keep``, each scrape's whole /metrics text is saved here (the last one stays).
         self.metrics_dump = workdir / f"{which}-metrics.txt" if opts.keep else None
-        self.metrics_url = _metrics_url(argv, workdir)
+        self.metrics_url = _metrics_url(argv, workdir) if which != "null" else ""  # the null binder serves none
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -1299,6 +1306,20 @@ def _get(res: dict[str, Any], key: str) -> Any:
     return cur
 
 
+def ceiling(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Each scheduler's first-to-last throughput as a fraction of the null binder's (the API
+    server's ceiling in the same run; issue #25: ours at least 0.6 on plain pods)."""
+    top = _get(results.get("null") or {}, "throughput_first_to_last")
+    if not isinstance(top, int | float) or not top:
+        return {}
+    out: dict[str, float] = {}
+    for name in ("custom", "kube"):
+        v = _get(results.get(name) or {}, "throughput_first_to_last")
+        if isinstance(v, int | float):
+            out[name] = v / top
+    return out
+
+
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     if "custom" not in results or "kube" not in results:
@@ -1317,7 +1338,8 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
 def render_table(results: dict[str, dict[str, Any]], opts: Options, header: str = "") -> str:
     rs = ratios(results)
     cols = [s for s in SCHEDULERS if s in results]
-    rows: list[list[str]] = [["metric", *cols, "custom/kube" if len(cols) == 2 else "", "better"]]
+    both = "custom" in cols and "kube" in cols
+    rows: list[list[str]] = [["metric", *cols, "custom/kube" if both else "", "better"]]
     for key, label, fmt, higher in _metrics(results):
         section = key.split(".", 1)[0]
         if section in ("gangs", "gang_probe", "topology") and not any(section in results[s] for s in cols):
@@ -1332,7 +1354,7 @@ def render_table(results: dict[str, dict[str, Any]], opts: Options, header: str 
             else:
                 cells.append("-")
         r = rs.get(key)
-        ratio = f"{r:.2f}x" if r is not None else ("-" if len(cols) == 2 else "")
+        ratio = f"{r:.2f}x" if r is not None else ("-" if both else "")
         better = "" if higher is None else ("higher" if higher else "lower")
         rows.append([label, *cells, ratio, better])
     for s in cols:
@@ -1425,7 +1447,13 @@ def run(
             shutil.rmtree(workdir, ignore_errors=True)
     results = {which: aggregate(rs) for which, rs in rounds.items()}
     config = _config(opts)
-    return {"config": config, "machine": info, "results": results, "ratios": ratios(results)}
+    return {
+        "config": config,
+        "machine": info,
+        "results": results,
+        "ratios": ratios(results),
+        "ceiling": ceiling(results),
+    }
 
 
 def _config(opts: Options) -> dict[str, Any]:
@@ -1483,7 +1511,7 @@ def _cell(results: dict[str, dict[str, Any]], key: str, fmt: str) -> str:
         vals.append(fmt.format(v) if isinstance(v, int | float) and not math.isnan(v) else "-")
     r = ratios(results).get(key)
     if len(results) < 2:
-        return vals[0] if "custom" in results else vals[1]
+        return next((vals[i] for i, name in enumerate(SCHEDULERS) if name in results), "-")
     return f"{vals[0]} / {vals[1]} (**{r:.2f}x**)" if r is not None else f"{vals[0]} / {vals[1]}"
 
 
@@ -1566,7 +1594,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         f"or 'all' (every one but {', '.join(workloads.BY_NAME_ONLY)}, in that order)",
     )
     p.add_argument("--markdown", default="", help="suite runs: write the table here (default: the --json path, .md)")
-    p.add_argument("--schedulers", default="custom,kube", help="comma-separated: custom, kube (run in this order)")
+    p.add_argument(
+        "--schedulers",
+        default="custom,kube",
+        help="comma-separated: custom, kube, null (a binder without scheduling: the ceiling; run in this order)",
+    )
     p.add_argument("--qps", type=float, default=5000.0, help="client QPS for both schedulers (default 5000)")
     p.add_argument("--burst", type=int, default=5000, help="client burst for both schedulers (default 5000)")
     p.add_argument("--order", choices=("scheduler-first", "pods-first"), default="scheduler-first")
@@ -1718,6 +1750,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_suite(opts, json_path, _arg_value(args, "--markdown"))
     report = run(opts)
     print(render_table(report["results"], opts, header_line(report)))
+    if report.get("ceiling"):
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in report["ceiling"].items())
+        print(f"throughput as a share of the null binder's (the ceiling): {shares}")
     if json_path:
         Path(json_path).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
         print(f"raw numbers written to {json_path}", file=sys.stderr)

@@ -175,6 +175,20 @@ def test_both_schedulers_and_the_ratio_columns(control_plane: ControlPlane) -> N
     assert row.count("x**") == len(with_ratio)
 
 
+def test_the_null_binder_binds_every_pod_and_gives_the_ceiling(control_plane: ControlPlane) -> None:
+    """The ceiling of issue #25: a binder without scheduling, measured in the same run."""
+    opts = bench_run.Options(
+        settle=0, nodes=NODES, pods=PODS, workload="SchedulingBasic", schedulers=["custom", "null"], stall=15.0
+    )
+    report = bench_run.run(opts, cp=control_plane, log=lambda msg: None)
+    null = report["results"]["null"]
+    assert null["bound"] == PODS, null.get("log_tail", "")
+    assert null["placement"]["violations_total"] == 0  # plain pods fit on any node
+    assert null["throughput_first_to_last"] > 0
+    assert report["ceiling"]["custom"] > 0
+    assert "null" in bench_run.render_table(report["results"], opts)
+
+
 def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:
     """``--rate``: pod i is created at start + i/rate, so 100 pods at 200/s take about half a second
     to create (a burst of 100 takes a fraction of that) and the header says so."""
