@@ -69,7 +69,3 @@ class WriteQueue:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-
-    def __len__(self) -> int:
-        with self._cond:
-            return len(self._items)
