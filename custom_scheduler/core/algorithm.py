@@ -27,6 +27,7 @@ from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework.batching import OpportunisticBatch, Signature
 from custom_scheduler.framework.extender import EXTENDER_NAME, ExtenderError, Extenders, extenders_of
 from custom_scheduler.framework.extender_wire import MAX_EXTENDER_PRIORITY
+from custom_scheduler.framework.nominated_views import NominatedViews
 from custom_scheduler.framework.runtime import Framework, ScoredNode
 from custom_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, FitError, NodeInfo, Snapshot, Status
 
@@ -81,6 +82,8 @@ class Algorithm:
         #: On the fast path, keep the chosen node's and the runner-up's per-plugin weighted scores
         #: in ``scores`` (the decision record's top plugins; the columns are summed anyway).
         self.keep_top = False
+        #: Snapshot nodes with their nominated pods added, kept across cycles (preemption waves).
+        self.views = NominatedViews()
 
     def schedule(
         self,
@@ -243,14 +246,31 @@ class Algorithm:
         if not (fwk.has_score_plugins or exts.has_filters or exts.has_prioritizers) and not find_all:
             want = 1
         start = self.next_start % n
-        if nominated:
-            feasible: list[NodeInfo] = []
+        # Only pods of at least this pod's priority count (run_filter_with_nominated adds no other).
+        nominated = {k: v for k, v in nominated.items() if any(_counts(p, pod) for p in v)} if nominated else {}
+        views = self.views if snap is not None else None  # the snapshot's own NodeInfos only
+        if views is not None:
+            views.retain(nominated.keys())
+        feasible: list[NodeInfo] = []
+        everywhere = (
+            _rejected_everywhere(fwk, state, pod, snap, start, nominated, self.views)
+            if snap is not None and not find_all
+            else None
+        )
+        if everywhere is not None:
+            rejected.update(everywhere)
+            processed = n
+        elif nominated:
             processed = 0
             for i in range(n):
                 ni = nodes[(start + i) % n]
                 processed = i + 1
                 noms = nominated.get(ni.name)
-                s = fwk.run_filter_with_nominated(state, pod, ni, noms) if noms else fwk.run_filter(state, pod, ni)
+                s = (
+                    fwk.run_filter_with_nominated(state, pod, ni, noms, views)
+                    if noms
+                    else fwk.run_filter(state, pod, ni)
+                )
                 if s.is_success:
                     feasible.append(ni)
                     if len(feasible) >= want:
@@ -280,6 +300,48 @@ class Algorithm:
         best = max(s.total for s in scored)
         ties = [s for s in scored if s.total == best]
         return ties[0].name if len(ties) == 1 else ties[self.rng.randrange(len(ties))].name
+
+
+def _rejected_everywhere(
+    fwk: Framework,
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    start: int,
+    nominated: Mapping[str, Sequence[Pod]],
+    views: NominatedViews,
+) -> dict[str, Status] | None:
+    """Every node's status, in the per-node loop's order, when no node passes Filter with the
+    pods nominated to it; None when one may (the loop then decides).
+
+    A preemptor's first attempt meets this (every node full), often while earlier preemptors
+    are nominated: a node the filters reject without its nominated pods is rejected with them, so
+    the masks decide the others at once and only the holders get their pass with the pods added
+    (the status upstream reports for them)."""
+    if not nominated:
+        return None  # without nominated pods, filter_many's masked pass answers as much
+    base = fwk.filter_rejections(state, pod, snap, start, nominated.keys())
+    if base is None:
+        return None
+    held: dict[str, Status] = {}
+    for name, pods in nominated.items():
+        holder = snap.node_infos.get(name)
+        if holder is not None:
+            st = fwk.run_filter_with_nominated(state, pod, holder, pods, views)
+            if st.is_success:
+                return None  # it fits there: the loop finds it, in order
+            held[name] = st
+    if not held:
+        return base
+    nodes = snap.node_list
+    order = [*nodes[start:], *nodes[:start]]
+    return {ni.name: held.get(ni.name) or base[ni.name] for ni in order}
+
+
+def _counts(nominee: Pod, pod: Pod) -> bool:
+    """Whether ``nominee`` is added to its node when ``pod`` is filtered (upstream's
+    addGENominatedPods: a nominated pod of equal or higher priority, not ``pod`` itself)."""
+    return nominee.priority >= pod.priority and nominee.uid != pod.uid
 
 
 def _prefilter_candidates(

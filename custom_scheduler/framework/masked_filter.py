@@ -4,13 +4,14 @@ Kept apart from :mod:`custom_scheduler.framework.runtime` because it is a role o
 own contract: the filters that declare :class:`~custom_scheduler.framework.interface.FilterMaskPlugin`
 are evaluated over the snapshot's columns and ANDed, the others run per node on the rows the mask
 lets through, and the result (feasible nodes, the count processed) is exactly that of the per-node
-loop. Whenever that loop would say more (a plugin raised, a row has no Node, every node was
-rejected and each one's reason is wanted), this pass answers None and the caller runs the loop.
+loop. When every node is rejected, each one's status is the loop's too: only the filters a mask
+says a row passes are not called. Whenever the loop would say more (a plugin raised, a row has no
+Node), this pass answers None and the caller runs the loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -38,8 +39,9 @@ def filter_masked(
     assume every row has a Node)."""
     if snap.arrays.missing.any():
         return None
-    masked = _combined_mask(filters, masks, state, pod, snap)
-    if masked is None:
+    steps = _steps(filters, masks, state, pod, snap)
+    masked = None if steps is None else _combined_mask(steps)
+    if steps is None or masked is None:
         return None
     mask, rest = masked
     n = len(snap.node_list)
@@ -58,23 +60,93 @@ def filter_masked(
         feasible = [node_list[i] for i in rows]
         last = rows[-1] if len(rows) >= want else -1
     if not feasible:
-        return None  # every node rejected: the per-node loop gives each one's reason
+        # Every node rejected: each one's reason, or the per-node loop when a plugin raised.
+        statuses = _rejections(steps, state, pod, snap, start)
+        return None if statuses is None else ([], statuses, n)
     processed = (last - start) % n + 1 if last >= 0 else n
     return arrays.NodeRows(feasible, snap.arrays, rows), {}, processed
 
 
-def _combined_mask(
+def rejections(
     filters: Sequence[fi.FilterPlugin],
     masks: Mapping[str, fi.FilterMaskPlugin],
     state: CycleState,
     pod: Pod,
     snap: Snapshot,
-) -> tuple[arrays.Mask, list[fi.FilterPlugin]] | None:
-    """The active filters' masks ANDed over the snapshot's rows, and the filters that gave
-    none (they run per node on the rows the mask lets through). None when no filter gave a
-    mask (the per-node loop is as fast) or one raised (it reports the error with its node)."""
-    mask: arrays.Mask | None = None
-    rest: list[fi.FilterPlugin] = []
+    start: int,
+    exempt: Collection[str] = (),
+) -> dict[str, Status] | None:
+    """Every node's Filter status, as the per-node loop gives them and in its order from row
+    ``start``, when the filters reject every row of ``snap`` but those of the ``exempt`` nodes
+    (which get none); None when one of the others passes, a row has no Node or a plugin raised.
+
+    For pods nominated to nodes: a node the filters reject without them is rejected with them,
+    so only the nodes holding one (``exempt``) need their own pass."""
+    if snap.arrays is None or snap.arrays.missing.any():
+        return None
+    steps = _steps(filters, masks, state, pod, snap)
+    masked = None if steps is None else _combined_mask(steps)
+    if steps is None or masked is None:
+        return None
+    mask = masked[0]
+    skip = [snap.positions[name] for name in exempt if name in snap.positions]
+    if skip:
+        mask = mask.copy()
+        mask[skip] = False
+    if mask.any():
+        return None  # some row passes the masks: the loop finds it
+    return _rejections(steps, state, pod, snap, start, frozenset(skip))
+
+
+def _rejections(
+    steps: Sequence[_Step], state: CycleState, pod: Pod, snap: Snapshot, start: int, skip: Collection[int] = ()
+) -> dict[str, Status] | None:
+    """Each row's status from the first filter (in profile order) that rejects it: the filters a
+    mask says the row passes are not called, the others run as in the per-node loop until one
+    rejects. A mask-rejected row's status comes from that plugin's own Filter (its reasons), so
+    only the skipped calls differ from the loop. None when a plugin raised or answered ERROR, or
+    a row passed every filter (the masks and the filters disagree: the loop decides)."""
+    success, error = Code.SUCCESS, Code.ERROR
+    rows = [(name, p.filter, None if m is None else m.tolist()) for name, p, m in steps]
+    node_list = snap.node_list
+    n = len(node_list)
+    out: dict[str, Status] = {}
+    for i in [*range(start, n), *range(start)]:  # the loop's order: its statuses in that order
+        if i in skip:
+            continue
+        ni = node_list[i]
+        for name, fn, passes in rows:
+            if passes is not None and passes[i]:
+                continue
+            try:
+                st = fn(state, pod, ni)
+            except Exception:
+                return None
+            if st.code is not success:
+                if st.code is error:
+                    return None
+                out[ni.name] = st if st.plugin == name else st.with_plugin(name)
+                break
+        else:
+            return None
+    return out
+
+
+#: One active filter with its verdict over the snapshot's rows: a mask, or None (no mask: it runs
+#: per node). Filters whose mask passes every row are left out.
+_Step = tuple[str, fi.FilterPlugin, "arrays.Mask | None"]
+
+
+def _steps(
+    filters: Sequence[fi.FilterPlugin],
+    masks: Mapping[str, fi.FilterMaskPlugin],
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+) -> list[_Step] | None:
+    """The active filters in profile order with their masks; None when one raised (the per-node
+    loop reports the error with its node)."""
+    steps: list[_Step] = []
     for p in filters:
         if p.name in state.skip_filter:
             continue
@@ -82,12 +154,23 @@ def _combined_mask(
         try:
             m = fm.filter_mask(state, pod, snap) if fm is not None else None
         except Exception:
-            return None  # not lost: the per-node loop runs instead and reports it with its node
+            return None
+        if m is True:
+            continue
+        steps.append((p.name, p, np.zeros(len(snap.node_list), dtype=np.bool_) if m is False else m))
+    return steps
+
+
+def _combined_mask(steps: Sequence[_Step]) -> tuple[arrays.Mask, list[fi.FilterPlugin]] | None:
+    """The steps' masks ANDed over the snapshot's rows, and the filters that gave none
+    (they run per node on the rows the mask lets through). None when no filter gave a mask (the
+    per-node loop is as fast)."""
+    mask: arrays.Mask | None = None
+    rest: list[fi.FilterPlugin] = []
+    for _, p, m in steps:
         if m is None:
             rest.append(p)
-        elif m is False:
-            mask = np.zeros(len(snap.node_list), dtype=np.bool_)
-        elif m is not True:
+        else:
             mask = m if mask is None else mask & m
     return None if mask is None else (mask, rest)
 

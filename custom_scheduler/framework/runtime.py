@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -22,18 +22,11 @@ from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework import interface as fi
 from custom_scheduler.framework import masked_filter, prebind, scoring
 from custom_scheduler.framework.batching import Signer
+from custom_scheduler.framework.nominated_views import NominatedViews as Views
 from custom_scheduler.framework.registry import Registry
 from custom_scheduler.framework.requeue import RequeueRules
 from custom_scheduler.framework.scoring import FrameworkError, Rows, ScoredNode, Totals
-from custom_scheduler.framework.types import (
-    SUCCESS,
-    BindResult,
-    Code,
-    CycleState,
-    NodeInfo,
-    Snapshot,
-    Status,
-)
+from custom_scheduler.framework.types import SUCCESS, BindResult, Code, CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.framework.waiting import WaitingPodMap
 
 # Re-exported: the scheduling algorithm and the tools read these as ``runtime.X``.
@@ -60,8 +53,7 @@ class Framework:
         recorder: ins.Recorder = ins.NO_RECORDER,
     ) -> None:
         self.profile_name = profile_name
-        #: Where extension point and plugin timings and plugin evaluations go (the daemon's metrics).
-        self.recorder = recorder
+        self.recorder = recorder  # where timings and plugin evaluations go (the daemon's metrics)
         if waiting is not None:  # else the default below: real clock, one timer thread
             self.waiting = waiting
         self.handle = handle
@@ -200,11 +192,9 @@ class Framework:
         reordered or holds copies. With it and ``need_statuses=False`` (the daemon: a success never
         reports why other nodes were rejected), the filters that declare
         :class:`~custom_scheduler.framework.interface.FilterMaskPlugin` are evaluated for all nodes
-        at once on the snapshot's columns (:mod:`~custom_scheduler.framework.masked_filter`) and
-        only the others run per node, on the nodes the masks let through. The feasible nodes and
-        the count processed are exactly those of the per-node loop, and the feasible nodes come
-        back as :class:`~custom_scheduler.framework.arrays.NodeRows` for the batch scorers; when
-        nothing is feasible, the per-node loop runs to produce every rejection reason.
+        at once on the snapshot's columns (:mod:`~custom_scheduler.framework.masked_filter`), the
+        others per node on the rows the masks let through: the result is the per-node loop's, the
+        feasible nodes as :class:`~custom_scheduler.framework.arrays.NodeRows` for the scorers.
         """
         timer = ins.FilterTimer() if state.record_plugin_metrics else None
         try:
@@ -212,6 +202,19 @@ class Framework:
         finally:
             if timer is not None:
                 timer.report(self.recorder)
+
+    def filter_rejections(
+        self, state: CycleState, pod: Pod, snap: Snapshot, start: int, exempt: Collection[str]
+    ) -> dict[str, Status] | None:
+        """:func:`~custom_scheduler.framework.masked_filter.rejections` with this profile's filters."""
+        if not state.record_plugin_metrics:
+            return masked_filter.rejections(self.filter, self._filter_masks, state, pod, snap, start, exempt)
+        timer = ins.FilterTimer()
+        try:
+            filters, masks = timer.wrap(self.filter), timer.wrap_masks(self._filter_masks)
+            return masked_filter.rejections(filters, masks, state, pod, snap, start, exempt)
+        finally:
+            timer.report(self.recorder)
 
     def _filter_pass(
         self,
@@ -274,21 +277,21 @@ class Framework:
         rec.evaluations(ins.FILTER, self.profile_name, ins.filter_evaluations(names, rejected, processed))
 
     def run_filter_with_nominated(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod]
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: Sequence[Pod], views: Views | None = None
     ) -> Status:
         """Filter, and if higher-or-equal priority pods are nominated to this node, filter again
-        with them added: the pod must fit both ways (kube-scheduler's RunFilterPluginsWithNominatedPods)."""
+        with them added: the pod must fit both ways (kube-scheduler's RunFilterPluginsWithNominatedPods).
+        ``views`` (snapshot nodes only) keeps that copy when no PreFilter extension sees each add."""
         add = [p for p in nominated if p.priority >= pod.priority and p.uid != pod.uid]
         if add:
-            ni = node_info.clone()
-            st2 = state.clone()
-            for other in add:
+            st2, exts = state.clone(), any(e.name not in state.skip_filter for e in self.pre_filter_extensions)
+            ni = node_info.clone() if views is None or exts else views.with_pods(node_info, add)
+            for other in add if views is None or exts else ():
                 ni.add_pod(other)
                 s = self.run_pre_filter_extension_add_pod(st2, pod, other, ni)
                 if not s.is_success:
                     return s
-            st = self.run_filter(st2, pod, ni)
-            if not st.is_success:
+            if not (st := self.run_filter(st2, pod, ni)).is_success:
                 return st
         return self.run_filter(state, pod, node_info)
 
