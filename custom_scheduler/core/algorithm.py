@@ -252,13 +252,14 @@ class Algorithm:
         if views is not None:
             views.retain(nominated.keys())
         feasible: list[NodeInfo] = []
-        everywhere = (
-            _rejected_everywhere(fwk, state, pod, snap, start, nominated, self.views)
-            if snap is not None and not find_all
+        whole = (
+            _whole_pass(fwk, state, pod, snap, start, want, nominated, self.views)
+            if nominated and snap is not None and not find_all
             else None
         )
-        if everywhere is not None:
-            rejected.update(everywhere)
+        if whole is not None:
+            feasible = whole[0]
+            rejected.update(whole[1])
             processed = n
         elif nominated:
             processed = 0
@@ -302,40 +303,43 @@ class Algorithm:
         return ties[0].name if len(ties) == 1 else ties[self.rng.randrange(len(ties))].name
 
 
-def _rejected_everywhere(
+def _whole_pass(
     fwk: Framework,
     state: CycleState,
     pod: Pod,
     snap: Snapshot,
     start: int,
+    want: int,
     nominated: Mapping[str, Sequence[Pod]],
     views: NominatedViews,
-) -> dict[str, Status] | None:
-    """Every node's status, in the per-node loop's order, when no node passes Filter with the
-    pods nominated to it; None when one may (the loop then decides).
+) -> tuple[list[NodeInfo], dict[str, Status]] | None:
+    """The per-node loop's feasible nodes and statuses, in its order, when it would go through
+    every node (fewer than ``want`` fit); None when it might stop early (it then runs).
 
-    A preemptor's first attempt meets this (every node full), often while earlier preemptors
-    are nominated: a node the filters reject without its nominated pods is rejected with them, so
-    the masks decide the others at once and only the holders get their pass with the pods added
-    (the status upstream reports for them)."""
-    if not nominated:
-        return None  # without nominated pods, filter_many's masked pass answers as much
-    base = fwk.filter_rejections(state, pod, snap, start, nominated.keys())
-    if base is None:
+    Preemption waves meet this: each preemptor's first attempt fits nowhere, and the retried one
+    fits only where its victims left, while earlier preemptors are nominated to nodes. A node the
+    filters reject without its nominated pods is rejected with them, so the masks decide the nodes
+    holding none at once and only the holders get their pass with the pods added (the status
+    upstream reports for them)."""
+    holders = [ni for name in nominated if (ni := snap.node_infos.get(name)) is not None]
+    got = fwk.filter_rejections(state, pod, snap, start, nominated.keys(), want - len(holders))
+    if got is None:
         return None
+    base, passed = got
+    fits: set[str] = {snap.node_list[i].name for i in passed}
     held: dict[str, Status] = {}
-    for name, pods in nominated.items():
-        holder = snap.node_infos.get(name)
-        if holder is not None:
-            st = fwk.run_filter_with_nominated(state, pod, holder, pods, views)
-            if st.is_success:
-                return None  # it fits there: the loop finds it, in order
-            held[name] = st
-    if not held:
-        return base
+    for ni in holders:
+        st = fwk.run_filter_with_nominated(state, pod, ni, nominated[ni.name], views)
+        if st.is_success:
+            fits.add(ni.name)
+        else:
+            held[ni.name] = st
     nodes = snap.node_list
     order = [*nodes[start:], *nodes[:start]]
-    return {ni.name: held.get(ni.name) or base[ni.name] for ni in order}
+    if not held and not fits:
+        return [], base
+    feasible = [ni for ni in order if ni.name in fits]
+    return feasible, {ni.name: held.get(ni.name) or base[ni.name] for ni in order if ni.name not in fits}
 
 
 def _counts(nominee: Pod, pod: Pod) -> bool:

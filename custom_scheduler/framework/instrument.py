@@ -101,6 +101,12 @@ class FilterTimer:
     def wrap_masks(self, masks: Mapping[str, fi.FilterMaskPlugin]) -> dict[str, fi.FilterMaskPlugin]:
         return {name: cast(fi.FilterMaskPlugin, _TimedFilter(p, self._acc)) for name, p in masks.items()}
 
+    def wrap_both(
+        self, plugins: Sequence[fi.FilterPlugin], masks: Mapping[str, fi.FilterMaskPlugin]
+    ) -> tuple[list[fi.FilterPlugin], dict[str, fi.FilterMaskPlugin]]:
+        """:meth:`wrap` and :meth:`wrap_masks` at once (a masked pass takes both)."""
+        return self.wrap(plugins), self.wrap_masks(masks)
+
     def report(self, recorder: Recorder) -> None:
         for (plugin, code), seconds in self._acc.items():
             recorder.plugin_duration(plugin, FILTER, code, seconds)

@@ -61,8 +61,8 @@ def filter_masked(
         last = rows[-1] if len(rows) >= want else -1
     if not feasible:
         # Every node rejected: each one's reason, or the per-node loop when a plugin raised.
-        statuses = _rejections(steps, state, pod, snap, start)
-        return None if statuses is None else ([], statuses, n)
+        got_all = _rejections(steps, state, pod, snap, start)
+        return None if got_all is None or got_all[1] else ([], got_all[0], n)
     processed = (last - start) % n + 1 if last >= 0 else n
     return arrays.NodeRows(feasible, snap.arrays, rows), {}, processed
 
@@ -75,10 +75,13 @@ def rejections(
     snap: Snapshot,
     start: int,
     exempt: Collection[str] = (),
-) -> dict[str, Status] | None:
-    """Every node's Filter status, as the per-node loop gives them and in its order from row
-    ``start``, when the filters reject every row of ``snap`` but those of the ``exempt`` nodes
-    (which get none); None when one of the others passes, a row has no Node or a plugin raised.
+    fewer_than: int = 1,
+) -> tuple[dict[str, Status], list[int]] | None:
+    """A whole pass over ``snap`` as the per-node loop makes it from row ``start`` when fewer than
+    ``fewer_than`` rows (the ``exempt`` nodes' aside) pass the masks: every rejected row's status
+    in the loop's order, and the rows that pass every filter, in that order. The ``exempt`` nodes
+    get neither. None when as many rows pass the masks (the loop may stop early), a row has no
+    Node or a plugin raised.
 
     For pods nominated to nodes: a node the filters reject without them is rejected with them,
     so only the nodes holding one (``exempt``) need their own pass."""
@@ -93,24 +96,25 @@ def rejections(
     if skip:
         mask = mask.copy()
         mask[skip] = False
-    if mask.any():
-        return None  # some row passes the masks: the loop finds it
+    if int(np.count_nonzero(mask)) >= fewer_than:
+        return None
     return _rejections(steps, state, pod, snap, start, frozenset(skip))
 
 
 def _rejections(
     steps: Sequence[_Step], state: CycleState, pod: Pod, snap: Snapshot, start: int, skip: Collection[int] = ()
-) -> dict[str, Status] | None:
-    """Each row's status from the first filter (in profile order) that rejects it: the filters a
-    mask says the row passes are not called, the others run as in the per-node loop until one
-    rejects. A mask-rejected row's status comes from that plugin's own Filter (its reasons), so
-    only the skipped calls differ from the loop. None when a plugin raised or answered ERROR, or
-    a row passed every filter (the masks and the filters disagree: the loop decides)."""
+) -> tuple[dict[str, Status], list[int]] | None:
+    """Each row's status from the first filter (in profile order) that rejects it, and the rows
+    none rejects: the filters a mask says a row passes are not called, the others run as in the
+    per-node loop until one rejects. A mask-rejected row's status comes from that plugin's own
+    Filter (its reasons), so only the skipped calls differ from the loop. None when a plugin
+    raised or answered ERROR (the loop reports it with its node)."""
     success, error = Code.SUCCESS, Code.ERROR
     rows = [(name, p.filter, None if m is None else m.tolist()) for name, p, m in steps]
     node_list = snap.node_list
     n = len(node_list)
     out: dict[str, Status] = {}
+    passed: list[int] = []
     for i in [*range(start, n), *range(start)]:  # the loop's order: its statuses in that order
         if i in skip:
             continue
@@ -128,8 +132,8 @@ def _rejections(
                 out[ni.name] = st if st.plugin == name else st.with_plugin(name)
                 break
         else:
-            return None
-    return out
+            passed.append(i)
+    return out, passed
 
 
 #: One active filter with its verdict over the snapshot's rows: a mask, or None (no mask: it runs

@@ -204,17 +204,17 @@ class Framework:
                 timer.report(self.recorder)
 
     def filter_rejections(
-        self, state: CycleState, pod: Pod, snap: Snapshot, start: int, exempt: Collection[str]
-    ) -> dict[str, Status] | None:
+        self, state: CycleState, pod: Pod, snap: Snapshot, start: int, exempt: Collection[str], fewer_than: int
+    ) -> tuple[dict[str, Status], list[int]] | None:
         """:func:`~custom_scheduler.framework.masked_filter.rejections` with this profile's filters."""
-        if not state.record_plugin_metrics:
-            return masked_filter.rejections(self.filter, self._filter_masks, state, pod, snap, start, exempt)
-        timer = ins.FilterTimer()
+        timer = ins.FilterTimer() if state.record_plugin_metrics else None
+        fm = (self.filter, self._filter_masks)
+        filters, masks = fm if timer is None else timer.wrap_both(*fm)
         try:
-            filters, masks = timer.wrap(self.filter), timer.wrap_masks(self._filter_masks)
-            return masked_filter.rejections(filters, masks, state, pod, snap, start, exempt)
+            return masked_filter.rejections(filters, masks, state, pod, snap, start, exempt, fewer_than)
         finally:
-            timer.report(self.recorder)
+            if timer is not None:
+                timer.report(self.recorder)
 
     def _filter_pass(
         self,
