@@ -321,19 +321,22 @@ def _whole_pass(
     filters reject without its nominated pods is rejected with them, so the masks decide the nodes
     holding none at once and only the holders get their pass with the pods added (the status
     upstream reports for them)."""
-    holders = [ni for name in nominated if (ni := snap.node_infos.get(name)) is not None]
-    got = fwk.filter_rejections(state, pod, snap, start, nominated.keys(), want - len(holders))
+    got = fwk.filter_rejections(state, pod, snap, start, nominated.keys(), want)
     if got is None:
         return None
     base, passed = got
     fits: set[str] = {snap.node_list[i].name for i in passed}
     held: dict[str, Status] = {}
-    for ni in holders:
-        st = fwk.run_filter_with_nominated(state, pod, ni, nominated[ni.name], views)
-        if st.is_success:
-            fits.add(ni.name)
+    for name, pods in nominated.items():
+        if (ni := snap.node_infos.get(name)) is None:
+            continue
+        st = fwk.run_filter_with_nominated(state, pod, ni, pods, views)
+        if not st.is_success:
+            held[name] = st
+        elif len(fits) + 1 >= want:
+            return None  # the loop stops at the want-th fitting node: it decides which those are
         else:
-            held[ni.name] = st
+            fits.add(name)
     nodes = snap.node_list
     order = [*nodes[start:], *nodes[:start]]
     if not held and not fits:

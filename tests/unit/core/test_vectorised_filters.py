@@ -12,7 +12,7 @@ from hypothesis import given, settings
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
-from custom_scheduler.core.algorithm import Algorithm
+from custom_scheduler.core.algorithm import Algorithm, _whole_pass
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.runtime import Framework
@@ -138,6 +138,15 @@ def test_filtering_with_nominated_pods_equals_the_per_node_loop(
         assert processed == len(snap.node_list)
         if counted or not want_names:  # without nominated pods, a success reports no rejections
             assert _statuses(rejected) == _statuses(want_statuses)
+    # A smaller ``want`` (the loop stops at the want-th fitting node): the whole pass answers only
+    # when the loop would still go through every node, and then as it does.
+    want = s[4]
+    relevant = {k: [p for p in v if p.priority >= pod.priority] for k, v in nominated.items()}
+    whole = _whole_pass(fwk, state, pod, snap, start, want, {k: v for k, v in relevant.items() if v}, algo.views)
+    if whole is not None:
+        assert len(want_names) < want
+        assert [ni.name for ni in whole[0]] == want_names
+        assert _statuses(whole[1]) == _statuses(want_statuses)
 
 
 def test_the_daemon_path_is_vectorised_and_hands_its_rows_to_the_scorers() -> None:
@@ -245,3 +254,25 @@ def test_memoised_masks_follow_the_cluster_across_cycles(steps: list[tuple[Any, 
                 got.append(([ni.name for ni in feasible], processed))
             if len(got) == 2:
                 assert got[1] == got[0], (pod.name, step)
+
+
+def test_the_whole_pass_leaves_it_to_the_loop_once_as_many_nodes_fit_as_it_stops_at() -> None:
+    """Two nodes, one full, the other holding a nominated pod that leaves room: with ``want`` 1
+    the loop stops at the holder (rejecting nothing before it), so the whole pass must not answer
+    with every node's status."""
+    cache = Cache()
+    cache.add_node(make_node("n0").capacity(cpu="4", memory="8Gi", pods="10").build())
+    cache.add_node(make_node("n1").capacity(cpu="1", memory="8Gi", pods="10").build())
+    snap = cache.snapshot()
+    fwk = build_frameworks(load_config(DEFAULT, full_registry()).profiles, full_registry(), snap, client=None)[
+        "custom-scheduler"
+    ]
+    pod = make_pod("x").req(cpu="2").build()
+    nominee = make_pod("nom").req(cpu="1").build()
+    state = CycleState()
+    assert fwk.run_pre_filter(state, pod, snap.node_list).is_success
+    views = Algorithm().views
+    assert _whole_pass(fwk, state, pod, snap, 0, 1, {"n0": [nominee]}, views) is None
+    feasible, statuses = _whole_pass(fwk, state, pod, snap, 0, 2, {"n0": [nominee]}, views) or ([], {})
+    assert [ni.name for ni in feasible] == ["n0"]
+    assert list(statuses) == ["n1"]
