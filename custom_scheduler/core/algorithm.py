@@ -253,8 +253,8 @@ class Algorithm:
             views.retain(nominated.keys())
         feasible: list[NodeInfo] = []
         whole = (
-            _whole_pass(fwk, state, pod, snap, start, want, nominated, self.views)
-            if nominated and snap is not None and not find_all
+            _whole_pass(fwk, state, pod, snap, start, want, nominated, views)
+            if nominated and views is not None and snap is not None and not find_all
             else None
         )
         if whole is not None:
@@ -321,7 +321,7 @@ def _whole_pass(
     filters reject without its nominated pods is rejected with them, so the masks decide the nodes
     holding none at once and only the holders get their pass with the pods added (the status
     upstream reports for them)."""
-    got = fwk.filter_rejections(state, pod, snap, start, nominated.keys(), want)
+    got = fwk.filter_whole_pass(state, pod, snap, start, nominated.keys(), want)
     if got is None:
         return None
     base, passed = got

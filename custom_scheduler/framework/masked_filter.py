@@ -61,21 +61,21 @@ def filter_masked(
         last = rows[-1] if len(rows) >= want else -1
     if not feasible:
         # Every node rejected: each one's reason, or the per-node loop when a plugin raised.
-        got_all = _rejections(steps, state, pod, snap, start)
+        got_all = _statuses_and_rows(steps, state, pod, snap, start)
         return None if got_all is None or got_all[1] else ([], got_all[0], n)
     processed = (last - start) % n + 1 if last >= 0 else n
     return arrays.NodeRows(feasible, snap.arrays, rows), {}, processed
 
 
-def rejections(
+def whole_pass(
     filters: Sequence[fi.FilterPlugin],
     masks: Mapping[str, fi.FilterMaskPlugin],
     state: CycleState,
     pod: Pod,
     snap: Snapshot,
     start: int,
-    exempt: Collection[str] = (),
-    fewer_than: int = 1,
+    exempt: Collection[str],
+    fewer_than: int,
 ) -> tuple[dict[str, Status], list[int]] | None:
     """A whole pass over ``snap`` as the per-node loop makes it from row ``start`` when fewer than
     ``fewer_than`` rows (the ``exempt`` nodes' aside) pass the masks: every rejected row's status
@@ -98,10 +98,10 @@ def rejections(
         mask[skip] = False
     if int(np.count_nonzero(mask)) >= fewer_than:
         return None
-    return _rejections(steps, state, pod, snap, start, frozenset(skip))
+    return _statuses_and_rows(steps, state, pod, snap, start, frozenset(skip))
 
 
-def _rejections(
+def _statuses_and_rows(
     steps: Sequence[_Step], state: CycleState, pod: Pod, snap: Snapshot, start: int, skip: Collection[int] = ()
 ) -> tuple[dict[str, Status], list[int]] | None:
     """Each row's status from the first filter (in profile order) that rejects it, and the rows

@@ -203,15 +203,15 @@ class Framework:
             if timer is not None:
                 timer.report(self.recorder)
 
-    def filter_rejections(
+    def filter_whole_pass(
         self, state: CycleState, pod: Pod, snap: Snapshot, start: int, exempt: Collection[str], fewer_than: int
     ) -> tuple[dict[str, Status], list[int]] | None:
-        """:func:`~custom_scheduler.framework.masked_filter.rejections` with this profile's filters."""
+        """:func:`~custom_scheduler.framework.masked_filter.whole_pass` with this profile's filters."""
         timer = ins.FilterTimer() if state.record_plugin_metrics else None
         fm = (self.filter, self._filter_masks)
         filters, masks = fm if timer is None else timer.wrap_both(*fm)
         try:
-            return masked_filter.rejections(filters, masks, state, pod, snap, start, exempt, fewer_than)
+            return masked_filter.whole_pass(filters, masks, state, pod, snap, start, exempt, fewer_than)
         finally:
             if timer is not None:
                 timer.report(self.recorder)
