@@ -37,6 +37,7 @@ from custom_scheduler.framework.types import NodeInfo, Snapshot
 
 Column = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
+Rows = npt.NDArray[np.intp]
 
 _FIELDS = (
     "alloc_cpu",

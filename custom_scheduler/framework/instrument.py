@@ -87,8 +87,8 @@ NO_RECORDER = Recorder()
 
 class FilterTimer:
     """Times the Filter plugins of one sampled cycle: wrap them with :meth:`wrap` (a wrapper
-    answers ``filter`` and, when the plugin has one, ``filter_mask``), run the pass, then
-    :meth:`report` one sample per plugin and status with the time summed over the nodes."""
+    answers ``filter`` and, when the plugin has them, ``filter_mask`` and ``filter_statuses``),
+    run the pass, then :meth:`report` one sample per plugin and status with the time summed over the nodes."""
 
     __slots__ = ("_acc",)
 
@@ -135,6 +135,16 @@ class _TimedFilter:
         key = (self.name, Code.SUCCESS)
         self._acc[key] = self._acc.get(key, 0.0) + now() - t
         return m
+
+    def filter_statuses(self, state: CycleState, pod: Pod, snap: Snapshot, rows: Any) -> Any:
+        given = getattr(self._p, "filter_statuses", None)
+        if given is None:
+            return None  # the plugin has none: its filter is called per row
+        t = now()
+        got = given(state, pod, snap, rows)
+        key = (self.name, Code.UNSCHEDULABLE)
+        self._acc[key] = self._acc.get(key, 0.0) + now() - t
+        return got
 
 
 _PLUGIN = operator.attrgetter("plugin")

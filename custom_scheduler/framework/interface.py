@@ -397,7 +397,7 @@ PluginFactory = Callable[[Any, Handle], Plugin]
 # core/test_vectorised_filters.py) check against the per-node methods.
 
 if TYPE_CHECKING:  # annotations only: the protocols are checked by method name at run time
-    from custom_scheduler.framework.arrays import Column, Mask
+    from custom_scheduler.framework.arrays import Column, Mask, Rows
 
 
 @runtime_checkable
@@ -420,8 +420,25 @@ class FilterMaskPlugin(FilterPlugin, Protocol):
         succeeds on every node, or None when this pod cannot be judged from the columns (the
         framework then calls :meth:`filter` per node). Any non-success of ``filter``, whatever its
         code, is False. The rejection reasons are not part of the mask: when no node passes, the
-        framework runs :meth:`filter` per node to report them.
+        framework runs :meth:`filter` per node to report them (or :meth:`filter_statuses`, when
+        the plugin also declares :class:`FilterStatusesPlugin`).
         """
+        ...
+
+
+@runtime_checkable
+class FilterStatusesPlugin(FilterMaskPlugin, Protocol):
+    """A masked filter that also gives, at once, its status on each node its mask rejects.
+
+    Why: when a pod fits few nodes or none (each preemptor of a wave), every rejected node's
+    status is reported (the FitError, PostFilter's input); a Python Filter call per rejected node
+    is then most of the masked pass.
+    """
+
+    def filter_statuses(self, state: CycleState, pod: Pod, snap: Snapshot, rows: Rows) -> Sequence[Status] | None:
+        """:meth:`filter`'s status on each of ``snap.node_list[rows]``, in order, exactly (reasons,
+        code; plugin stamped or not). Called as :meth:`filter_mask` is, with rows its mask
+        rejected; None to have :meth:`filter` called per row instead."""
         ...
 
 

@@ -5,8 +5,10 @@ own contract: the filters that declare :class:`~custom_scheduler.framework.inter
 are evaluated over the snapshot's columns and ANDed, the others run per node on the rows the mask
 lets through, and the result (feasible nodes, the count processed) is exactly that of the per-node
 loop. When every node is rejected, each one's status is the loop's too: only the filters a mask
-says a row passes are not called. Whenever the loop would say more (a plugin raised, a row has no
-Node), this pass answers None and the caller runs the loop.
+says a row passes are not called, and a filter that gives its statuses from the columns
+(:class:`~custom_scheduler.framework.interface.FilterStatusesPlugin`) is not called per row.
+Whenever the loop would say more (a plugin raised, a row has no Node), this pass answers None and
+the caller runs the loop.
 """
 
 from __future__ import annotations
@@ -110,7 +112,9 @@ def _statuses_and_rows(
     Filter (its reasons), so only the skipped calls differ from the loop. None when a plugin
     raised or answered ERROR (the loop reports it with its node)."""
     success, error = Code.SUCCESS, Code.ERROR
-    rows = [(name, p.filter, None if m is None else m.tolist()) for name, p, m in steps]
+    rows = [
+        (name, p.filter, None if m is None else m.tolist(), _given(fm, m, state, pod, snap)) for name, p, m, fm in steps
+    ]
     node_list = snap.node_list
     n = len(node_list)
     out: dict[str, Status] = {}
@@ -119,13 +123,16 @@ def _statuses_and_rows(
         if i in skip:
             continue
         ni = node_list[i]
-        for name, fn, passes in rows:
+        for name, fn, passes, given in rows:
             if passes is not None and passes[i]:
                 continue
-            try:
-                st = fn(state, pod, ni)
-            except Exception:
-                return None
+            if given is not None:
+                st = given[i]
+            else:
+                try:
+                    st = fn(state, pod, ni)
+                except Exception:
+                    return None
             if st.code is not success:
                 if st.code is error:
                     return None
@@ -136,9 +143,27 @@ def _statuses_and_rows(
     return out, passed
 
 
+def _given(
+    fm: fi.FilterMaskPlugin | None, mask: arrays.Mask | None, state: CycleState, pod: Pod, snap: Snapshot
+) -> dict[int, Status] | None:
+    """The statuses a :class:`~custom_scheduler.framework.interface.FilterStatusesPlugin` gives
+    for the rows its mask rejects, by row; None (its Filter is called per row) when it has none,
+    raised, or answered a success or an error for some row."""
+    if mask is None or not isinstance(fm, fi.FilterStatusesPlugin):
+        return None
+    rejected = np.flatnonzero(~mask)
+    try:
+        got = fm.filter_statuses(state, pod, snap, rejected)
+    except Exception:
+        return None
+    if got is None or len(got) != len(rejected) or any(st.code in (Code.SUCCESS, Code.ERROR) for st in got):
+        return None
+    return dict(zip(rejected.tolist(), got, strict=True))
+
+
 #: One active filter with its verdict over the snapshot's rows: a mask, or None (no mask: it runs
-#: per node). Filters whose mask passes every row are left out.
-_Step = tuple[str, fi.FilterPlugin, "arrays.Mask | None"]
+#: per node), and the plugin that gave the mask. Filters whose mask passes every row are left out.
+_Step = tuple[str, fi.FilterPlugin, "arrays.Mask | None", "fi.FilterMaskPlugin | None"]
 
 
 def _steps(
@@ -161,7 +186,7 @@ def _steps(
             return None
         if m is True:
             continue
-        steps.append((p.name, p, np.zeros(len(snap.node_list), dtype=np.bool_) if m is False else m))
+        steps.append((p.name, p, np.zeros(len(snap.node_list), dtype=np.bool_) if m is False else m, fm))
     return steps
 
 
@@ -171,7 +196,7 @@ def _combined_mask(steps: Sequence[_Step]) -> tuple[arrays.Mask, list[fi.FilterP
     per-node loop is as fast)."""
     mask: arrays.Mask | None = None
     rest: list[fi.FilterPlugin] = []
-    for _, p, m in steps:
+    for _, p, m, _ in steps:
         if m is None:
             rest.append(p)
         else:

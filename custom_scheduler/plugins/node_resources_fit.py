@@ -344,6 +344,47 @@ def fits_mask(s: PreFilterState, cols: NodeArrays) -> arrays.Mask:
     return ok
 
 
+def rejections_of_rows(s: PreFilterState, cols: NodeArrays, rows: npt.NDArray[np.intp]) -> list[Status] | None:
+    """:meth:`NodeResourcesFit.filter`'s status on each row of ``rows`` (rows :func:`fits_mask`
+    rejects), from the columns: each reason of :func:`insufficient_resources` is one boolean column
+    over the rows, in its order, and :func:`exceeds_allocatable` one more; each distinct
+    combination is one (interned) status. None when some row has no reason (its mask would pass)."""
+    checks: list[tuple[str, npt.NDArray[np.bool_]]] = [
+        (ERR_REASON_TOO_MANY_PODS, cols.col("pod_count")[rows] + 1 > cols.col("allowed_pods")[rows])
+    ]
+    beyond = np.zeros(len(rows), dtype=np.bool_)
+    for want, alloc_col, used_col, reason in (
+        (s.milli_cpu, "alloc_cpu", "req_cpu", ERR_REASON_INSUFFICIENT_CPU),
+        (s.memory, "alloc_mem", "req_mem", ERR_REASON_INSUFFICIENT_MEMORY),
+        (s.ephemeral_storage, "alloc_eph", "req_eph", ERR_REASON_INSUFFICIENT_EPHEMERAL_STORAGE),
+    ):
+        total = cols.col(alloc_col)[rows]
+        beyond |= want > total
+        if want > 0 and not s.requests_nothing:
+            checks.append((reason, want > total - cols.col(used_col)[rows]))
+    for name, qty, reason in s.scalars:
+        column = cols.scalar_alloc.get(name)
+        none = np.zeros(len(rows), dtype=np.int64)  # a resource no node has: 0 - 0 on every row
+        have, used = (none, none) if column is None else (column[rows], cols.scalar_req[name][rows])
+        short = qty > have - used
+        counted = have > 0 if name in s.delegated else np.ones(len(rows), dtype=np.bool_)
+        beyond |= counted & (qty > have)
+        if not s.requests_nothing:
+            checks.append((reason, short & counted))
+    codes = np.zeros(len(rows), dtype=np.int64)
+    for k, (_, bad) in enumerate(checks):
+        codes |= bad.astype(np.int64) << (k + 1)
+    if not np.all(codes):
+        return None
+    codes |= beyond.astype(np.int64)
+    table: dict[int, Status] = {}
+    for code in np.unique(codes).tolist():
+        reasons = [reason for k, (reason, _) in enumerate(checks) if code >> (k + 1) & 1]
+        st = Status.unresolvable(*reasons) if code & 1 else Status.unschedulable(*reasons)
+        table[code] = st.with_plugin(NAME)
+    return [table[c] for c in codes.tolist()]
+
+
 # --- plugin --------------------------------------------------------------------------------------
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey(f"PreFilter{NAME}")
@@ -414,6 +455,13 @@ class NodeResourcesFit:
         if cols is None:
             return None
         return fits_mask(state.read(PRE_FILTER_KEY), cols)
+
+    def filter_statuses(
+        self, state: CycleState, pod: Pod, snap: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> list[Status] | None:
+        """:meth:`filter`'s status on each of the rows its mask rejects (:func:`rejections_of_rows`)."""
+        cols: NodeArrays | None = snap.arrays
+        return None if cols is None else rejections_of_rows(state.read(PRE_FILTER_KEY), cols, rows)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_KEY, self._scorer.pod_requests(pod))
