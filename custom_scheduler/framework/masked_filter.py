@@ -14,6 +14,7 @@ the caller runs the loop.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -148,15 +149,17 @@ def _given(
 ) -> dict[int, Status] | None:
     """The statuses a :class:`~custom_scheduler.framework.interface.FilterStatusesPlugin` gives
     for the rows its mask rejects, by row; None (its Filter is called per row) when it has none,
-    raised, or answered a success or an error for some row."""
-    if mask is None or not isinstance(fm, fi.FilterStatusesPlugin):
+    raised, or answered None or too few. They are taken as its Filter's, as its masks are (an
+    ERROR among them makes the pass answer None, as a Filter's does)."""
+    given = getattr(fm, "filter_statuses", None)  # the protocol's method, without isinstance's cost
+    if mask is None or given is None:
         return None
     rejected = np.flatnonzero(~mask)
     try:
-        got = fm.filter_statuses(state, pod, snap, rejected)
+        got = cast("Sequence[Status] | None", given(state, pod, snap, rejected))
     except Exception:
         return None
-    if got is None or len(got) != len(rejected) or any(st.code in (Code.SUCCESS, Code.ERROR) for st in got):
+    if got is None or len(got) != len(rejected):
         return None
     return dict(zip(rejected.tolist(), got, strict=True))
 
