@@ -317,13 +317,41 @@ def _whole_pass(
     every node (fewer than ``want`` fit); None when it might stop early (it then runs).
 
     Preemption waves meet this: each preemptor's first attempt fits nowhere, and the retried one
-    fits only where its victims left, while earlier preemptors are nominated to nodes. A node the
-    filters reject without its nominated pods is rejected with them, so the masks decide the nodes
-    holding none at once and only the holders get their pass with the pods added (the status
-    upstream reports for them)."""
-    got = fwk.filter_whole_pass(state, pod, snap, start, nominated.keys(), want)
+    fits only where its victims left, while earlier preemptors are nominated to nodes. The masks
+    decide the nodes holding none at once; a holder is filtered on its kept copy with the pods
+    added (only the filters that read its pods run there) and then as itself, the statuses
+    upstream reports. When a PreFilter extension must see each added pod, each holder's copy is
+    made anew by the framework instead, the masks deciding only the others."""
+    infos = snap.node_infos
+    if fwk.extensions_see_added_pods(state):
+        got = fwk.filter_whole_pass(state, pod, snap, start, want, {}, nominated.keys())
+        return None if got is None else _with_holders(fwk, state, pod, snap, start, want, nominated, got, views)
+    held = {
+        name: views.with_pods(ni, [p for p in pods if _counts(p, pod)])
+        for name, pods in nominated.items()
+        if (ni := infos.get(name)) is not None
+    }
+    got = fwk.filter_whole_pass(state, pod, snap, start, want, held)
     if got is None:
         return None
+    statuses, passed = got
+    nodes = snap.node_list
+    return [nodes[i] for i in passed], statuses
+
+
+def _with_holders(
+    fwk: Framework,
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    start: int,
+    want: int,
+    nominated: Mapping[str, Sequence[Pod]],
+    got: tuple[dict[str, Status], list[int]],
+    views: NominatedViews,
+) -> tuple[list[NodeInfo], dict[str, Status]] | None:
+    """:func:`_whole_pass` with each holder filtered by the framework (its copy made anew), the
+    others' statuses and passing rows in ``got``; in the loop's order."""
     base, passed = got
     fits: set[str] = {snap.node_list[i].name for i in passed}
     held: dict[str, Status] = {}
@@ -339,8 +367,6 @@ def _whole_pass(
             fits.add(name)
     nodes = snap.node_list
     order = [*nodes[start:], *nodes[:start]]
-    if not held and not fits:
-        return [], base
     feasible = [ni for ni in order if ni.name in fits]
     return feasible, {ni.name: held.get(ni.name) or base[ni.name] for ni in order if ni.name not in fits}
 

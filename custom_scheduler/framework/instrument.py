@@ -115,12 +115,13 @@ class FilterTimer:
 class _TimedFilter:
     """A Filter plugin whose calls add their time to a :class:`FilterTimer`."""
 
-    __slots__ = ("_acc", "_p", "name")
+    __slots__ = ("_acc", "_p", "filter_reads_node_only", "name")
 
     def __init__(self, plugin: Any, acc: dict[tuple[str, Code], float]) -> None:
         self._p = plugin
         self._acc = acc
         self.name: str = plugin.name
+        self.filter_reads_node_only: bool = getattr(plugin, "filter_reads_node_only", False)
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         t = now()

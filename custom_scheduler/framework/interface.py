@@ -422,6 +422,11 @@ class FilterMaskPlugin(FilterPlugin, Protocol):
         code, is False. The rejection reasons are not part of the mask: when no node passes, the
         framework runs :meth:`filter` per node to report them (or :meth:`filter_statuses`, when
         the plugin also declares :class:`FilterStatusesPlugin`).
+
+        A plugin whose Filter reads only ``node_info.node`` (never the pods on the node) may say so
+        with a class attribute ``filter_reads_node_only = True``: its mask then also answers for a
+        copy of the node with pods nominated to it added (the whole pass of
+        :mod:`~custom_scheduler.framework.masked_filter`), so the filter is not called on the copy.
         """
         ...
 

@@ -13,7 +13,7 @@ the caller runs the loop.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import cast
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from custom_scheduler.api.model import Pod
 from custom_scheduler.framework import arrays
 from custom_scheduler.framework import interface as fi
-from custom_scheduler.framework.types import Code, CycleState, NodeInfo, Snapshot, Status
+from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Snapshot, Status
 
 
 def filter_masked(
@@ -79,15 +79,20 @@ def whole_pass(
     start: int,
     exempt: Collection[str],
     fewer_than: int,
+    held: Mapping[str, NodeInfo],
 ) -> tuple[dict[str, Status], list[int]] | None:
     """A whole pass over ``snap`` as the per-node loop makes it from row ``start`` when fewer than
-    ``fewer_than`` rows (the ``exempt`` nodes' aside) pass the masks: every rejected row's status
-    in the loop's order, and the rows that pass every filter, in that order. The ``exempt`` nodes
-    get neither. None when as many rows pass the masks (the loop may stop early), a row has no
-    Node or a plugin raised.
+    ``fewer_than`` rows (the ``exempt`` and ``held`` nodes' aside) pass the masks: every rejected
+    row's status in the loop's order, and the rows that pass every filter, in that order. The
+    ``exempt`` nodes get neither. None when as many rows pass the masks (the loop may stop early),
+    a row has no Node or a plugin raised.
 
-    For pods nominated to nodes: a node the filters reject without them is rejected with them,
-    so only the nodes holding one (``exempt``) need their own pass."""
+    For pods nominated to nodes (kube-scheduler's RunFilterPluginsWithNominatedPods): ``held``
+    maps a node to its copy with them added, and such a node gets the status of the copy when the
+    filters reject the copy, else its own (:func:`_on_copy`); the caller's state must be what the
+    filters see on the copy (no PreFilter extension to tell of the added pods). A node whose
+    nominated pods only the caller can add is ``exempt``: the filters rejecting it without them
+    also reject it with them, so the masks decide the others at once."""
     if snap.arrays is None or snap.arrays.missing.any():
         return None
     steps = _steps(filters, masks, state, pod, snap)
@@ -96,25 +101,40 @@ def whole_pass(
         return None
     mask = masked[0]
     skip = [snap.positions[name] for name in exempt if name in snap.positions]
-    if skip:
+    copies = {snap.positions[name]: view for name, view in held.items() if name in snap.positions}
+    if skip or copies:
         mask = mask.copy()
-        mask[skip] = False
+        mask[[*skip, *copies]] = False
     if int(np.count_nonzero(mask)) >= fewer_than:
         return None
-    return _statuses_and_rows(steps, state, pod, snap, start, frozenset(skip))
+    return _statuses_and_rows(steps, state, pod, snap, start, frozenset(skip), copies)
 
 
 def _statuses_and_rows(
-    steps: Sequence[_Step], state: CycleState, pod: Pod, snap: Snapshot, start: int, skip: Collection[int] = ()
+    steps: Sequence[_Step],
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    start: int,
+    skip: Collection[int] = (),
+    copies: Mapping[int, NodeInfo] | None = None,
 ) -> tuple[dict[str, Status], list[int]] | None:
     """Each row's status from the first filter (in profile order) that rejects it, and the rows
     none rejects: the filters a mask says a row passes are not called, the others run as in the
     per-node loop until one rejects. A mask-rejected row's status comes from that plugin's own
-    Filter (its reasons), so only the skipped calls differ from the loop. None when a plugin
-    raised or answered ERROR (the loop reports it with its node)."""
+    Filter (its reasons), so only the skipped calls differ from the loop. A row with a copy in
+    ``copies`` is first filtered on the copy. None when a plugin raised or answered ERROR (the
+    loop reports it with its node)."""
     success, error = Code.SUCCESS, Code.ERROR
     rows = [
-        (name, p.filter, None if m is None else m.tolist(), _given(fm, m, state, pod, snap)) for name, p, m, fm in steps
+        (
+            name,
+            p.filter,
+            None if m is None else m.tolist(),
+            _given(fm, m, state, pod, snap),
+            bool(getattr(p, "filter_reads_node_only", False)),
+        )
+        for name, p, m, fm in steps
     ]
     node_list = snap.node_list
     n = len(node_list)
@@ -124,7 +144,14 @@ def _statuses_and_rows(
         if i in skip:
             continue
         ni = node_list[i]
-        for name, fn, passes, given in rows:
+        if copies and (view := copies.get(i)) is not None:
+            got = _on_copy(rows, state, pod, i, ni, view)
+            if got is None:
+                return None
+            if got.code is not success:
+                out[ni.name] = got
+                continue
+        for name, fn, passes, given, _ in rows:
             if passes is not None and passes[i]:
                 continue
             if given is not None:
@@ -142,6 +169,34 @@ def _statuses_and_rows(
         else:
             passed.append(i)
     return out, passed
+
+
+#: One filter as the whole pass runs it: name, Filter, its mask as a list (or None), the statuses
+#: its plugin gives for the rows its mask rejects (or None), whether it reads only the Node.
+_Row = tuple[str, Callable[[CycleState, Pod, NodeInfo], Status], "list[bool] | None", "dict[int, Status] | None", bool]
+
+
+def _on_copy(rows: Sequence[_Row], state: CycleState, pod: Pod, i: int, ni: NodeInfo, view: NodeInfo) -> Status | None:
+    """The filters' status on ``view``, row ``i``'s node with pods added: a filter that reads only
+    the Node answers from its mask (and its statuses) for the row, as on the node itself; the
+    others run on the copy. The first rejection, stamped; SUCCESS when none; None on an error."""
+    for name, fn, passes, given, node_only in rows:
+        if node_only and passes is not None:
+            if passes[i]:
+                continue
+            target = ni
+        else:
+            target = view
+        if node_only and given is not None:
+            st = given[i]
+        else:
+            try:
+                st = fn(state, pod, target)
+            except Exception:
+                return None
+        if st.code is not Code.SUCCESS:
+            return None if st.code is Code.ERROR else st.with_plugin(name)
+    return SUCCESS
 
 
 def _given(
@@ -165,7 +220,8 @@ def _given(
 
 
 #: One active filter with its verdict over the snapshot's rows: a mask, or None (no mask: it runs
-#: per node), and the plugin that gave the mask. Filters whose mask passes every row are left out.
+#: per node), and the plugin that gave the mask. Filters whose mask passes every row are left out
+#: when they read only the Node.
 _Step = tuple[str, fi.FilterPlugin, "arrays.Mask | None", "fi.FilterMaskPlugin | None"]
 
 
@@ -187,8 +243,10 @@ def _steps(
             m = fm.filter_mask(state, pod, snap) if fm is not None else None
         except Exception:
             return None
+        if m is True and getattr(p, "filter_reads_node_only", False):
+            continue  # it passes every node, and so every copy of one
         if m is True:
-            continue
+            m = np.ones(len(snap.node_list), dtype=np.bool_)  # a copy with pods added may still fail it
         steps.append((p.name, p, np.zeros(len(snap.node_list), dtype=np.bool_) if m is False else m, fm))
     return steps
 

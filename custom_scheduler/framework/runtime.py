@@ -18,9 +18,9 @@ import structlog
 
 from custom_scheduler.api.model import Pod
 from custom_scheduler.config.schema import PluginRef
+from custom_scheduler.framework import filter_loop, masked_filter, prebind, scoring
 from custom_scheduler.framework import instrument as ins
 from custom_scheduler.framework import interface as fi
-from custom_scheduler.framework import masked_filter, prebind, scoring
 from custom_scheduler.framework.batching import Signer
 from custom_scheduler.framework.nominated_views import NominatedViews as Views
 from custom_scheduler.framework.registry import Registry
@@ -204,14 +204,23 @@ class Framework:
                 timer.report(self.recorder)
 
     def filter_whole_pass(
-        self, state: CycleState, pod: Pod, snap: Snapshot, start: int, exempt: Collection[str], fewer_than: int
+        self,
+        state: CycleState,
+        pod: Pod,
+        snap: Snapshot,
+        start: int,
+        want: int,
+        held: Mapping[str, NodeInfo],
+        exempt: Collection[str] = (),
     ) -> tuple[dict[str, Status], list[int]] | None:
-        """:func:`~custom_scheduler.framework.masked_filter.whole_pass` with this profile's filters."""
+        """:func:`~custom_scheduler.framework.masked_filter.whole_pass` with this profile's
+        filters, when fewer than ``want`` nodes pass."""
         timer = ins.FilterTimer() if state.record_plugin_metrics else None
         fm = (self.filter, self._filter_masks)
         filters, masks = fm if timer is None else timer.wrap_both(*fm)
         try:
-            return masked_filter.whole_pass(filters, masks, state, pod, snap, start, exempt, fewer_than)
+            got = masked_filter.whole_pass(filters, masks, state, pod, snap, start, exempt, want, held)
+            return None if got is None or len(got[1]) >= want else got
         finally:
             if timer is not None:
                 timer.report(self.recorder)
@@ -236,33 +245,7 @@ class Framework:
             got = masked_filter.filter_masked(filters, masks, state, pod, snap, start, want)
             if got is not None:
                 return got
-        skip = state.skip_filter
-        fns = [(p.name, p.filter) for p in filters if p.name not in skip]
-        success = Code.SUCCESS
-        feasible: list[NodeInfo] = []
-        statuses: dict[str, Status] = {}
-        # One rotated copy of the list (C speed) instead of index arithmetic per node.
-        order = [*nodes[start:], *nodes[:start]] if start else nodes
-        processed = 0
-        name = ""
-        for processed, ni in enumerate(order, 1):  # noqa: B007 - read after the loop
-            try:
-                for name, fn in fns:
-                    st = fn(state, pod, ni)
-                    if st.code is not success:
-                        statuses[ni.name] = st if st.plugin == name else st.with_plugin(name)
-                        break
-                else:
-                    feasible.append(ni)
-                    if len(feasible) >= want:
-                        break
-                    continue
-                if st.code is Code.ERROR:
-                    break  # upstream cancels the search: the attempt fails with this error
-            except Exception as e:
-                statuses[ni.name] = Status.from_exception(e, name)
-                break
-        return feasible, statuses, processed
+        return filter_loop.filter_nodes(filters, state, pod, nodes, start, want)
 
     def report_filter(
         self, state: CycleState, rejected: Iterable[Status], processed: int, code: Code, seconds: float
@@ -284,7 +267,7 @@ class Framework:
         ``views`` (snapshot nodes only) keeps that copy when no PreFilter extension sees each add."""
         add = [p for p in nominated if p.priority >= pod.priority and p.uid != pod.uid]
         if add:
-            st2, exts = state.clone(), any(e.name not in state.skip_filter for e in self.pre_filter_extensions)
+            st2, exts = state.clone(), self.extensions_see_added_pods(state)
             ni = node_info.clone() if views is None or exts else views.with_pods(node_info, add)
             for other in add if views is None or exts else ():
                 ni.add_pod(other)
@@ -294,6 +277,12 @@ class Framework:
             if not (st := self.run_filter(st2, pod, ni)).is_success:
                 return st
         return self.run_filter(state, pod, node_info)
+
+    def extensions_see_added_pods(self, state: CycleState) -> bool:
+        """Whether a PreFilter extension must be told of each pod added to a node for ``state``'s
+        pod (one whose PreFilter did not skip it): a copy of a node with nominated pods then needs
+        its own state, and is made anew each time."""
+        return any(e.name not in state.skip_filter for e in self.pre_filter_extensions)
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo

@@ -290,6 +290,8 @@ class NodeAffinity:
     """PreFilter/Filter on required affinity and nodeSelector; PreScore/Score on preferred terms."""
 
     name: ClassVar[str] = NAME
+    #: Its Filter reads only the Node, never the pods on it (see ``FilterMaskPlugin``).
+    filter_reads_node_only: ClassVar[bool] = True
 
     def __init__(self, args: NodeAffinityArgs | None, handle: Handle) -> None:
         del handle

@@ -37,6 +37,8 @@ class NodeName:
     """Filter: ``spec.nodeName`` must be empty or equal to the node's name."""
 
     name: ClassVar[str] = NAME
+    #: Its Filter reads only the Node, never the pods on it (see ``FilterMaskPlugin``).
+    filter_reads_node_only: ClassVar[bool] = True
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle

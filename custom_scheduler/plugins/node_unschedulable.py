@@ -34,6 +34,8 @@ class NodeUnschedulable:
     """Filter: reject cordoned nodes unless the pod tolerates the unschedulable taint."""
 
     name: ClassVar[str] = NAME
+    #: Its Filter reads only the Node, never the pods on it (see ``FilterMaskPlugin``).
+    filter_reads_node_only: ClassVar[bool] = True
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle

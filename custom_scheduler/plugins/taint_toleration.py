@@ -68,6 +68,8 @@ class TaintToleration:
     """Filter on hard taints; score (reversed) on untolerated soft taints."""
 
     name: ClassVar[str] = NAME
+    #: Its Filter reads only the Node, never the pods on it (see ``FilterMaskPlugin``).
+    filter_reads_node_only: ClassVar[bool] = True
 
     def __init__(self, args: Any, handle: Handle) -> None:
         del args, handle
