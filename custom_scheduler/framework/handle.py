@@ -142,6 +142,9 @@ class SnapshotHandle:
     ) -> Status:
         return self._fwk().run_pre_filter_extension_remove_pod(state, pod, pod_to_remove, node_info)
 
+    def extensions_see_added_pods(self, state: CycleState) -> bool:
+        return self._fwk().extensions_see_added_pods(state)
+
     @property
     def waiting_pods(self) -> WaitingPodMap:
         return self._fwk().waiting

@@ -285,6 +285,11 @@ class DryRunner(Protocol):
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status: ...
 
+    def extensions_see_added_pods(self, state: CycleState) -> bool:
+        """Whether some PreFilter extension is told of pods added and removed for ``state``'s pod
+        (False: the two calls above do nothing, and a dry run need not make them)."""
+        ...
+
 
 class Handle(DryRunner, Protocol):
     """What the framework lends plugins: the current snapshot and, for I/O plugins, the API (and,

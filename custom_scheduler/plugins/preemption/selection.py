@@ -91,6 +91,8 @@ def split_victims_by_pdb_violation(
     """Split victims (order kept) into those with a pod whose eviction would violate a PDB, each
     with its number of such pods, and the others. A victim is atomic: one violating pod makes the
     whole victim violating (upstream's ``FilterVictimsWithPDBViolation``)."""
+    if not pdbs:
+        return [], list(victims)  # nothing to violate: no pod to ask about (most clusters' dry runs)
     violates = _pdb_counter(pdbs)
     violating: list[tuple[Victim, int]] = []
     others: list[Victim] = []
@@ -135,6 +137,7 @@ class _Moves:
         self, runner: DryRunner, state: CycleState, pod: Pod, node_info: NodeInfo, remote: RemoteNodes
     ) -> None:
         self.runner, self.state, self.pod, self.node_info, self.remote = runner, state, pod, node_info, remote
+        self.tell = runner.extensions_see_added_pods(state)  # else the extension calls do nothing
 
     def _where(self, name: str) -> NodeInfo | None:
         return self.node_info if name == self.node_info.name else self.remote(name)
@@ -146,6 +149,8 @@ class _Moves:
                 continue
             if ni is self.node_info:
                 ni.remove_pod(p)
+            if not self.tell:
+                continue
             st = self.runner.run_pre_filter_extension_remove_pod(self.state, self.pod, p, ni)
             if not st.is_success:
                 return _as_error(st, f"removing pod {p.key} from node {name}")
@@ -158,6 +163,8 @@ class _Moves:
                 continue
             if ni is self.node_info:
                 ni.add_pod(p)
+            if not self.tell:
+                continue
             st = self.runner.run_pre_filter_extension_add_pod(self.state, self.pod, p, ni)
             if not st.is_success:
                 return _as_error(st, f"adding pod {p.key} back to node {name}")

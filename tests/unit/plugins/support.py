@@ -187,6 +187,9 @@ class FakeHandle:
     ) -> Status:
         raise NotImplementedError
 
+    def extensions_see_added_pods(self, state: CycleState) -> bool:
+        raise NotImplementedError
+
     def record_event(
         self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"
     ) -> None:

@@ -434,6 +434,9 @@ class RecordingRunner:
         self.calls.append(("remove", pod_to_remove.name))
         return SUCCESS
 
+    def extensions_see_added_pods(self, state: CycleState) -> bool:
+        return True  # every call recorded
+
 
 def test_prefilter_extensions_follow_every_removal_and_reprieve() -> None:
     ni = NodeInfo(make_node("n").build())
@@ -455,6 +458,26 @@ def test_prefilter_extensions_follow_every_removal_and_reprieve() -> None:
         ("filter", "2"),
         ("remove", "b"),
     ]
+
+
+def test_no_extension_is_told_when_none_follows_the_pod() -> None:
+    """With every PreFilter extension skipped for the pod, the dry run makes no calls to them (they
+    would do nothing), and picks the same victims."""
+
+    class Untold(RecordingRunner):
+        def extensions_see_added_pods(self, state: CycleState) -> bool:
+            return False
+
+    ni = NodeInfo(make_node("n").build())
+    ni.add_pod(build(running("a", "n", 2, cpu="1")))
+    ni.add_pod(build(running("b", "n", 1, cpu="1")))
+    runner = Untold(cpu_capacity=2000)
+    victims, st = selection.select_victims_on_node(
+        runner, CycleState(), make_pod("p").priority(5).req(cpu="1").build(), ni, (), now=0
+    )
+    assert st.is_success
+    assert _names(victims) == ["b"]
+    assert runner.calls == [("filter", "0"), ("filter", "1"), ("filter", "2")]
 
 
 def test_prefilter_extension_failure_is_an_error() -> None:
