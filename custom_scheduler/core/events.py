@@ -1,7 +1,10 @@
 """Kubernetes Events (``events.k8s.io/v1``) and pod status writes, off the scheduling thread.
 
 Why a background writer: the scheduling cycle must never wait on the API. Events and the
-``PodScheduled`` condition are queued here and written by one worker thread. When too many Events
+``PodScheduled`` condition are queued here and written by two worker threads: one for Events, one
+for pods' status (each in its own order), so a burst of failures has its conditions written while
+its Events are, as kube-scheduler's API dispatcher writes them concurrently; tools wait on the
+condition (cluster-autoscaler, upstream's ``Attempted`` barrier), not on the Event. When too many Events
 wait, a new one is dropped and counted (as client-go's broadcaster does) rather than blocking; a
 pod's status write is never dropped, a newer one replaces it (:mod:`.write_queue`).
 
@@ -79,7 +82,8 @@ class _Series:
 
 
 class Writer:
-    """One background thread that performs queued API writes (events, status patches)."""
+    """Two background threads that perform queued API writes: Events (and their series updates)
+    on one, pods' status patches on the other."""
 
     def __init__(
         self,
@@ -99,48 +103,59 @@ class Writer:
         self.fenced_writes = 0
         self.controller = reporting_controller
         self.instance = (instance or f"{reporting_controller}-{secrets.token_hex(4)}")[:128]
-        self._q = WriteQueue(max_queue)
+        self._q = WriteQueue(max_queue)  # Events and series updates: dropped when full
+        self._status_q = WriteQueue(max_queue)  # pods' status, keyed: replaced, never dropped
         self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._on_dropped = on_dropped or (lambda: None)
         self.dropped = 0
         self.dry_run = dry_run
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="api-writer", daemon=True)
-        self._thread.start()
+        for name, q in (("api-writer", self._q), ("api-status-writer", self._status_q)):
+            t = threading.Thread(target=self._run, args=(q,), name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Flush what is queued (up to ``timeout``), then stop."""
-        if self._thread is None:
-            return
-        self._q.close()
-        self._thread.join(timeout)  # still busy after it: the daemon thread is left
+        """Flush what is queued (up to ``timeout`` in all), then stop."""
+        deadline = time.monotonic() + timeout
+        for q in (self._q, self._status_q):
+            q.close()
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))  # still busy after it: the daemon thread is left
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until everything queued so far has been written (tests, shutdown)."""
-        done = threading.Event()
-        self._q.put_marker(done.set)
-        done.wait(timeout)
+        deadline = time.monotonic() + timeout
+        done = [threading.Event() for _ in range(2)]
+        self._q.put_marker(done[0].set)
+        self._status_q.put_marker(done[1].set)
+        for d in done:
+            d.wait(max(0.0, deadline - time.monotonic()))
 
     def _submit(self, fn: Callable[[], None], *, key: tuple[str, str] | None = None) -> None:
         """Queue a write; ``key`` (a pod's status) makes it one that is replaced, never dropped."""
         if self.dry_run:
             return
-        if not self._q.put(fn, key=key):
+        if key is not None:
+            self._status_q.put(fn, key=key)
+        elif not self._q.put(fn):
             self.dropped += 1
             self._on_dropped()
 
-    def _run(self) -> None:
+    def _run(self, q: WriteQueue) -> None:
         while True:
-            item = self._q.get()
+            item = q.get()
             if item is None:
                 return
             fn, write = item
             if write and self.fence is not None and not self.fence.admit():
-                self.fenced_writes += 1
-                if self.fenced_writes == 1:
+                with self._lock:
+                    self.fenced_writes += 1
+                    first = self.fenced_writes == 1
+                if first:
                     log.info("api_writes_fenced", reason="leadership lost: queued events and conditions dropped")
                 continue
             try:

@@ -206,13 +206,47 @@ def test_a_full_queue_drops_events_but_never_a_pods_status() -> None:
     assert w.dropped == 7
 
 
-def test_a_newer_status_of_a_pod_replaces_the_queued_one_and_is_written_last() -> None:
+class PatchBlockedClient(FakeClient):
+    """Holds the status writer in its first PATCH until released, so status writes pile up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> Any:
+        self.entered.set()
+        self.release.wait(10)
+        return super().patch(path, body, content_type, **kw)
+
+
+def test_a_pods_status_is_written_while_events_wait() -> None:
+    """Events and pods' status have a writer each: a stuck Event POST does not hold back the
+    PodScheduled condition that tools wait on."""
     client = BlockedClient()
     w = Writer(client)  # type: ignore[arg-type]
     w.start()
-    a, b = make_pod("a").build(), make_pod("b").build()
+    a = make_pod("a").build()
     w.event(a, type_="Warning", reason="FailedScheduling", action="Scheduling", note="x")
-    assert client.entered.wait(5)
+    assert client.entered.wait(5)  # the Event writer is stuck in that POST
+    w.pod_condition(a, status="False", reason="Unschedulable", message="0/1 nodes")
+    written = threading.Event()
+    w._status_q.put_marker(written.set)  # after the status write, on its writer
+    assert written.wait(5)
+    assert [c[0] for c in client.calls] == ["PATCH"]  # the condition, while the Event still waits
+    client.release.set()
+    w.flush()
+    w.stop()
+    assert [c[0] for c in client.calls] == ["PATCH", "POST"]
+
+
+def test_a_newer_status_of_a_pod_replaces_the_queued_one_and_is_written_last() -> None:
+    client = PatchBlockedClient()
+    w = Writer(client)  # type: ignore[arg-type]
+    w.start()
+    a, b, c = make_pod("a").build(), make_pod("b").build(), make_pod("c").build()
+    w.pod_condition(c, status="False", reason="Unschedulable", message="c")
+    assert client.entered.wait(5)  # the status writer is stuck in that PATCH
     w.pod_condition(a, status="False", reason="Unschedulable", message="first")
     w.nominate(a, "n1")
     w.pod_condition(b, status="False", reason="Unschedulable", message="b")
@@ -224,6 +258,7 @@ def test_a_newer_status_of_a_pod_replaces_the_queued_one_and_is_written_last() -
     assert [
         (pod, st.get("nominatedNodeName"), [x["message"] for x in st.get("conditions", [])]) for pod, st in writes
     ] == [
+        ("c", None, ["c"]),
         ("a", "n1", []),
         ("b", None, ["b"]),
         ("a", None, ["second"]),
