@@ -154,16 +154,10 @@ def _statuses_and_rows(
         for name, fn, passes, given, _ in rows:
             if passes is not None and passes[i]:
                 continue
-            if given is not None:
-                st = given[i]
-            else:
-                try:
-                    st = fn(state, pod, ni)
-                except Exception:
-                    return None
+            st = _status(fn, given, i, state, pod, ni)
+            if st is None or st.code is error:
+                return None
             if st.code is not success:
-                if st.code is error:
-                    return None
                 out[ni.name] = st if st.plugin == name else st.with_plugin(name)
                 break
         else:
@@ -187,16 +181,36 @@ def _on_copy(rows: Sequence[_Row], state: CycleState, pod: Pod, i: int, ni: Node
             target = ni
         else:
             target = view
-        if node_only and given is not None:
-            st = given[i]
-        else:
-            try:
-                st = fn(state, pod, target)
-            except Exception:
-                return None
+        st = _status(fn, given if node_only else None, i, state, pod, target)
+        if st is None:
+            return None
         if st.code is not Code.SUCCESS:
             return None if st.code is Code.ERROR else st.with_plugin(name)
     return SUCCESS
+
+
+def _status(
+    fn: Callable[[CycleState, Pod, NodeInfo], Status],
+    given: Mapping[int, Status] | None,
+    i: int,
+    state: CycleState,
+    pod: Pod,
+    target: NodeInfo,
+) -> Status | None:
+    """Row ``i``'s status from one filter: the one its plugin gave from the columns, else its
+    Filter's on ``target``; None when the Filter raised (the per-node loop reports it)."""
+    if given is not None:
+        return given[i]
+    try:
+        return fn(state, pod, target)
+    except Exception:
+        return None
+
+
+#: Fewer rejected rows than this and a FilterStatusesPlugin's columns are not consulted: its
+#: column work (a dozen array operations) costs more than a few per-node Filter calls, as on the
+#: one- and two-node clusters the event-handling workloads begin with.
+GIVEN_FROM_ROWS = 32
 
 
 def _given(
@@ -204,12 +218,15 @@ def _given(
 ) -> dict[int, Status] | None:
     """The statuses a :class:`~custom_scheduler.framework.interface.FilterStatusesPlugin` gives
     for the rows its mask rejects, by row; None (its Filter is called per row) when it has none,
-    raised, or answered None or too few. They are taken as its Filter's, as its masks are (an
+    raised, or answered None or too few, or its mask rejects fewer than :data:`GIVEN_FROM_ROWS`
+    rows. They are taken as its Filter's, as its masks are (an
     ERROR among them makes the pass answer None, as a Filter's does)."""
     given = getattr(fm, "filter_statuses", None)  # the protocol's method, without isinstance's cost
     if mask is None or given is None:
         return None
     rejected = np.flatnonzero(~mask)
+    if len(rejected) < GIVEN_FROM_ROWS:
+        return None
     try:
         got = cast("Sequence[Status] | None", given(state, pod, snap, rejected))
     except Exception:

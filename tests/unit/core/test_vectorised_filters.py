@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from typing import Any
+from unittest import mock
 
 import hypothesis.strategies as st
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
 from custom_scheduler.core.algorithm import Algorithm, _whole_pass
 from custom_scheduler.core.cache import Cache
+from custom_scheduler.framework import masked_filter
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import Code, CycleState, Snapshot, Status
@@ -70,25 +72,37 @@ def scenario(draw: Any) -> tuple[Framework, Snapshot, Pod, int, int]:  # noqa: C
     return fwk, snap, pod.build(), draw(st.integers(0, n - 1)), draw(st.integers(1, n))
 
 
+#: How a cycle may run the masked pass: sampled for plugin metrics (every filter wrapped in a
+#: timer that must forward the masks, column statuses and ``filter_reads_node_only``) or not, and
+#: with a FilterStatusesPlugin's column statuses taken from any number of rejected rows (these
+#: clusters are smaller than ``GIVEN_FROM_ROWS``) or from that many only.
+MODES = st.tuples(st.booleans(), st.sampled_from([0, masked_filter.GIVEN_FROM_ROWS]))
+
+
 @settings(max_examples=300, deadline=None)
-@given(scenario())
-def test_vectorised_filtering_equals_the_per_node_loop(s: tuple[Framework, Snapshot, Pod, int, int]) -> None:
+@given(scenario(), MODES)
+def test_vectorised_filtering_equals_the_per_node_loop(
+    s: tuple[Framework, Snapshot, Pod, int, int], mode: tuple[bool, int]
+) -> None:
     fwk, snap, pod, start, want = s
+    timed, given_from = mode
     results = []
     for vectorised in (False, True):
         state = CycleState()
+        state.record_plugin_metrics = timed and vectorised
         st = fwk.run_pre_filter(state, pod, snap.node_list)
         if not st.is_success:
             return  # rejected before Filter: no filtering to compare
-        feasible, statuses, processed = fwk.filter_many(
-            state,
-            pod,
-            snap.node_list,
-            start=start,
-            want=want,
-            snap=snap if vectorised else None,
-            need_statuses=not vectorised,
-        )
+        with mock.patch.object(masked_filter, "GIVEN_FROM_ROWS", given_from):
+            feasible, statuses, processed = fwk.filter_many(
+                state,
+                pod,
+                snap.node_list,
+                start=start,
+                want=want,
+                snap=snap if vectorised else None,
+                need_statuses=not vectorised,
+            )
         results.append(([ni.name for ni in feasible], processed, statuses))
     (want_names, want_processed, want_statuses), (got_names, got_processed, got_statuses) = results
     assert got_names == want_names
@@ -102,14 +116,25 @@ def _statuses(statuses: dict[str, Status]) -> list[tuple[str, Code, tuple[str, .
 
 
 @settings(max_examples=300, deadline=None)
-@given(scenario(), st.lists(st.tuples(st.integers(0, 11), st.integers(-1, 1), st.integers(0, 2500)), max_size=6))
+@given(
+    scenario(),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(-1, 1), st.integers(0, 2500)), max_size=6),
+    MODES,
+)
 def test_filtering_with_nominated_pods_equals_the_per_node_loop(
-    s: tuple[Framework, Snapshot, Pod, int, int], nominees: list[tuple[int, int, int]]
+    s: tuple[Framework, Snapshot, Pod, int, int], nominees: list[tuple[int, int, int]], mode: tuple[bool, int]
 ) -> None:
     """The daemon's search with pods nominated to nodes (the masks decide the nodes holding none,
     those holding one get their pass with them added, kept across cycles) against upstream's
     per-node RunFilterPluginsWithNominatedPods: the same feasible nodes (here fewer than the loop
     stops at), count and statuses."""
+    with mock.patch.object(masked_filter, "GIVEN_FROM_ROWS", mode[1]):
+        _nominated_oracle(s, nominees, mode[0])
+
+
+def _nominated_oracle(
+    s: tuple[Framework, Snapshot, Pod, int, int], nominees: list[tuple[int, int, int]], timed: bool
+) -> None:
     fwk, snap, pod, start, _ = s
     nominated: dict[str, list[Pod]] = {}
     for k, (i, rel, cpu) in enumerate(nominees):
@@ -128,6 +153,7 @@ def test_filtering_with_nominated_pods_equals_the_per_node_loop(
             want_names.append(ni.name)
         else:
             want_statuses[ni.name] = st_
+    state.record_plugin_metrics = timed
     counted = any(p.priority >= pod.priority for pods in nominated.values() for p in pods)
     algo = Algorithm(random.Random(1), percentage_of_nodes_to_score=100)
     for _ in range(2):  # the second time from the views kept by the first

@@ -11,13 +11,15 @@ from collections.abc import Iterable
 
 import pytest
 
+from custom_scheduler.api.model import Pod
 from custom_scheduler.config import load_config
 from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.framework import instrument as ins
+from custom_scheduler.framework import masked_filter
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.runtime import Framework
-from custom_scheduler.framework.types import Code, CycleState, FitError, Snapshot, Status
+from custom_scheduler.framework.types import Code, CycleState, FitError, NodeInfo, Snapshot, Status
 from custom_scheduler.plugins.builtin import full_registry
 from tests.builders import NodeBuilder, make_node, make_pod
 
@@ -86,6 +88,33 @@ def test_every_cycle_times_its_extension_points_and_only_a_sampled_one_its_plugi
     assert filter_samples
     assert set(filter_samples.values()) == {1}
     assert ("NodeResourcesFit", "Filter", "Success") in rec.plugins
+
+
+def test_a_sampled_cycle_keeps_the_masked_pass_fast_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampled cycle wraps each filter in a timer; the wrapper forwards NodeResourcesFit's column
+    statuses (timed as one call) and the node-only filters' declaration, so a pod that fits none
+    of many nodes still gets its reasons without a per-node Filter call."""
+    n = masked_filter.GIVEN_FROM_ROWS
+    fwk, snap, rec = _setup(*_nodes(n, cpu="1"))
+    fit = next(p for p in fwk.filter if p.name == "NodeResourcesFit")
+    calls: list[str] = []
+    per_node = fit.filter
+
+    def counted(state: CycleState, pod: Pod, ni: NodeInfo) -> Status:
+        calls.append(ni.name)
+        return per_node(state, pod, ni)
+
+    monkeypatch.setattr(fit, "filter", counted)
+    state = CycleState()
+    state.record_plugin_metrics = True
+    with pytest.raises(FitError) as err:
+        Algorithm(random.Random(1)).schedule(fwk, state, make_pod("big").req(cpu="2").build(), snap)
+    assert calls == []
+    assert err.value.histogram() == [f"{n} Insufficient cpu"]
+    assert ("NodeResourcesFit", "Filter", "Unschedulable") in rec.plugins
+    wrapped = {p.name: p for p in ins.FilterTimer().wrap(fwk.filter)}
+    assert getattr(wrapped["TaintToleration"], "filter_reads_node_only", False) is True
+    assert getattr(wrapped["NodeResourcesFit"], "filter_reads_node_only", False) is False
 
 
 def test_evaluations_count_as_upstream_instrumented_plugins() -> None:
