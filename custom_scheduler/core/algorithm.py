@@ -247,7 +247,7 @@ class Algorithm:
             want = 1
         start = self.next_start % n
         # Only pods of at least this pod's priority count (run_filter_with_nominated adds no other).
-        nominated = {k: v for k, v in nominated.items() if any(_counts(p, pod) for p in v)} if nominated else {}
+        nominated = _relevant(nominated, pod) if nominated else {}
         views = self.views if snap is not None else None  # the snapshot's own NodeInfos only
         if views is not None:
             views.retain(nominated.keys())
@@ -326,11 +326,7 @@ def _whole_pass(
     if fwk.extensions_see_added_pods(state):
         got = fwk.filter_whole_pass(state, pod, snap, start, want, {}, nominated.keys())
         return None if got is None else _with_holders(fwk, state, pod, snap, start, want, nominated, got, views)
-    held = {
-        name: views.with_pods(ni, [p for p in pods if _counts(p, pod)])
-        for name, pods in nominated.items()
-        if (ni := infos.get(name)) is not None
-    }
+    held = {name: views.with_pods(ni, pods) for name, pods in nominated.items() if (ni := infos.get(name)) is not None}
     got = fwk.filter_whole_pass(state, pod, snap, start, want, held)
     if got is None:
         return None
@@ -369,6 +365,26 @@ def _with_holders(
     order = [*nodes[start:], *nodes[:start]]
     feasible = [ni for ni in order if ni.name in fits]
     return feasible, {ni.name: held.get(ni.name) or base[ni.name] for ni in order if ni.name not in fits}
+
+
+def _relevant(nominated: Mapping[str, Sequence[Pod]], pod: Pod) -> dict[str, Sequence[Pod]]:
+    """Each node's nominated pods that count for ``pod`` (:func:`_counts`), the nodes with none
+    left out. A node whose pods all count keeps its own sequence (the nominator's tuple, which the
+    kept copies of holders recognise by identity): during a preemption wave the preemptors share
+    one priority and only the pod's own nomination is dropped."""
+    prio, uid = pod.priority, pod.uid
+    out: dict[str, Sequence[Pod]] = {}
+    for name, pods in nominated.items():
+        for p in pods:
+            if p.priority < prio or p.uid == uid:
+                kept = [q for q in pods if _counts(q, pod)]
+                if kept:
+                    out[name] = kept
+                break
+        else:
+            if pods:
+                out[name] = pods
+    return out
 
 
 def _counts(nominee: Pod, pod: Pod) -> bool:

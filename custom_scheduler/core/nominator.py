@@ -14,16 +14,25 @@ from custom_scheduler.api.model import Pod
 
 
 class Nominator:
+    """Per node, its nominated pods (by UID) and the same as one tuple, rebuilt only when that
+    node's nominations change: each scheduling cycle takes a copy of the whole map
+    (:meth:`by_node`), and during a wave of preemptions hundreds of nodes hold one, so the copy is
+    one dict copy of shared tuples rather than a list per node; and a node's tuple stays the same
+    object while its nominations do (the filter's kept copies of holders match it by identity)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._node_of: dict[str, str] = {}
         self._pods: dict[str, dict[str, Pod]] = {}
+        self._tuples: dict[str, tuple[Pod, ...]] = {}
 
     def add(self, pod: Pod, node: str) -> None:
         with self._lock:
             self._remove_locked(pod.uid)
             self._node_of[pod.uid] = node
-            self._pods.setdefault(node, {})[pod.uid] = pod
+            pods = self._pods.setdefault(node, {})
+            pods[pod.uid] = pod
+            self._tuples[node] = tuple(pods.values())
 
     def remove(self, pod: Pod) -> None:
         with self._lock:
@@ -35,20 +44,21 @@ class Nominator:
             pods = self._pods.get(node)
             if pods is not None:
                 pods.pop(uid, None)
-                if not pods:
+                if pods:
+                    self._tuples[node] = tuple(pods.values())
+                else:
                     del self._pods[node]
+                    self._tuples.pop(node, None)
 
     def node_of(self, uid: str) -> str | None:
         with self._lock:
             return self._node_of.get(uid)
 
-    def by_node(self) -> dict[str, list[Pod]]:
-        """A copy, for one scheduling cycle."""
+    def by_node(self) -> dict[str, tuple[Pod, ...]]:
+        """A copy, for one scheduling cycle (the tuples are shared: never modified)."""
         with self._lock:
-            if not self._pods:
-                return {}
-            return {n: list(p.values()) for n, p in self._pods.items()}
+            return dict(self._tuples)
 
-    def pods_on(self, node: str) -> list[Pod]:
+    def pods_on(self, node: str) -> tuple[Pod, ...]:
         with self._lock:
-            return list(self._pods.get(node, {}).values())
+            return self._tuples.get(node, ())

@@ -20,24 +20,32 @@ from custom_scheduler.framework.types import NodeInfo
 
 
 class NominatedViews:
-    """One copy per node name: (source NodeInfo, its generation, the added pods' UIDs) -> copy."""
+    """One copy per node name: (source NodeInfo, its generation, the added pods as given, their
+    UIDs) -> copy."""
 
     __slots__ = ("_views",)
 
     def __init__(self) -> None:
-        self._views: dict[str, tuple[NodeInfo, int, tuple[str, ...], NodeInfo]] = {}
+        self._views: dict[str, tuple[NodeInfo, int, Sequence[Pod], tuple[str, ...], NodeInfo]] = {}
 
     def with_pods(self, node_info: NodeInfo, add: Sequence[Pod]) -> NodeInfo:
         """``node_info`` with ``add`` added; the same object while neither changed. Callers
-        must not modify it (filters only read)."""
-        uids = tuple(p.uid for p in add)
+        must not modify it (filters only read), nor ``add`` after the call: the same sequence
+        object (the nominator's tuple, kept while the node's nominations are) is taken as the
+        same pods without comparing their UIDs."""
         got = self._views.get(node_info.name)
-        if got is not None and got[0] is node_info and got[1] == node_info.generation and got[2] == uids:
-            return got[3]
+        if got is not None and got[0] is node_info and got[1] == node_info.generation:
+            if got[2] is add:
+                return got[4]
+            uids = tuple(p.uid for p in add)
+            if got[3] == uids:
+                return got[4]
+        else:
+            uids = tuple(p.uid for p in add)
         view = node_info.clone()
         for p in add:
             view.add_pod(p)
-        self._views[node_info.name] = (node_info, node_info.generation, uids, view)
+        self._views[node_info.name] = (node_info, node_info.generation, add, uids, view)
         return view
 
     def retain(self, names: Container[str]) -> None:
