@@ -19,7 +19,9 @@ from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.extender import NO_EXTENDERS, Extenders
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
+from custom_scheduler.framework.interface import RequestsFit
 from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
+from custom_scheduler.framework.requests_fit import requests_fit
 from custom_scheduler.framework.types import CycleState, NodeInfo, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
 from custom_scheduler.framework.waiting import WaitingPodMap
@@ -144,6 +146,10 @@ class SnapshotHandle:
 
     def extensions_see_added_pods(self, state: CycleState) -> bool:
         return self._fwk().extensions_see_added_pods(state)
+
+    def requests_fit(self, state: CycleState, pod: Pod) -> RequestsFit | None:
+        fwk = self._fwk()
+        return requests_fit(fwk.filter, state, pod, fwk.extensions_see_added_pods(state), self.nominated_pods)
 
     @property
     def waiting_pods(self) -> WaitingPodMap:

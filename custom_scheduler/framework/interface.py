@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from custom_scheduler.api.labels import Selector
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
+from custom_scheduler.api.resources import Resources
 from custom_scheduler.framework.cluster_events import ClusterEventWithHint
 from custom_scheduler.framework.clusterapi import ClusterClient
 from custom_scheduler.framework.dra_store import DRAStore
@@ -268,6 +269,15 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
 
 
+#: The profile's filters' verdict on one node, nominated pods accounted, as if the node's pods
+#: requested ``requested`` in all and numbered ``pods``: ``node_fit(requested, pods)``.
+NodeFit = Callable[[Resources, int], Status]
+
+#: ``requests_fit(state, node_info)``: that node's :data:`NodeFit` for the cycle's pod (see
+#: :meth:`DryRunner.requests_fit`).
+RequestsFit = Callable[[CycleState, NodeInfo], NodeFit]
+
+
 class DryRunner(Protocol):
     """The part of the Handle a preemption dry run needs: the profile's filters and PreFilter
     extensions, run on modified copies of a node (and of the cycle state)."""
@@ -288,6 +298,14 @@ class DryRunner(Protocol):
     def extensions_see_added_pods(self, state: CycleState) -> bool:
         """Whether some PreFilter extension is told of pods added and removed for ``state``'s pod
         (False: the two calls above do nothing, and a dry run need not make them)."""
+        ...
+
+    def requests_fit(self, state: CycleState, pod: Pod) -> RequestsFit | None:
+        """:meth:`run_filter_with_nominated` as a function of a node's requested resources and pod
+        count, when that is all the filters read of the node's pods for ``state``'s pod: every
+        active filter reads only the Node (``filter_reads_node_only``) or is a
+        :class:`RequestsFilterPlugin`, and no PreFilter extension follows added pods. A dry run
+        then tallies removals and additions instead of copying the node. None otherwise."""
         ...
 
 
@@ -449,6 +467,24 @@ class FilterStatusesPlugin(FilterMaskPlugin, Protocol):
         """:meth:`filter`'s status on each of ``snap.node_list[rows]``, in order, exactly (reasons,
         code; plugin stamped or not). Called as :meth:`filter_mask` is, with rows its mask
         rejected; None to have :meth:`filter` called per row instead."""
+        ...
+
+
+class RequestsFilterPlugin(Protocol):
+    """A Filter that reads of a node's pods only the sum of their requests and their number
+    (NodeResourcesFit).
+
+    Why: a preemption dry run asks the filters about each candidate node again and again as it
+    removes victims and adds them back; with such filters (and the others reading only the Node)
+    it keeps a tally instead of a modified copy of the node (:meth:`DryRunner.requests_fit`)."""
+
+    name: str
+
+    def filter_requested(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, requested: Resources, pods: int
+    ) -> Status:
+        """:meth:`FilterPlugin.filter`'s status, exactly, on ``node_info`` were its pods'
+        requests summed to ``requested`` and their number ``pods``."""
         ...
 
 

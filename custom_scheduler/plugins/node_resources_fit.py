@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from custom_scheduler.api.dra_extended import is_extended_resource_name as is_dra_extended_resource_name
 from custom_scheduler.api.model import Pod
+from custom_scheduler.api.resources import Resources
 from custom_scheduler.framework import arrays, registry
 from custom_scheduler.framework import cluster_events as ce
 from custom_scheduler.framework.arrays import NodeArrays
@@ -197,13 +198,17 @@ def compute_pre_filter_state(
 
 def insufficient_resources(s: PreFilterState, node_info: NodeInfo) -> list[str]:
     """Every reason the node cannot hold the request ``s``; empty when it fits."""
+    return _insufficient(s, node_info.allocatable, node_info.requested, len(node_info.pods))
+
+
+def _insufficient(s: PreFilterState, alloc: Resources, used: Resources, pods: int) -> list[str]:
+    """:func:`insufficient_resources` on a node of allocatable ``alloc`` whose ``pods`` pods
+    request ``used`` in all."""
     reasons: list[str] = []
-    alloc = node_info.allocatable
-    if len(node_info.pods) + 1 > alloc.allowed_pods:
+    if pods + 1 > alloc.allowed_pods:
         reasons.append(ERR_REASON_TOO_MANY_PODS)
     if s.requests_nothing:
         return reasons
-    used = node_info.requested
     if s.milli_cpu > 0 and s.milli_cpu > alloc.milli_cpu - used.milli_cpu:
         reasons.append(ERR_REASON_INSUFFICIENT_CPU)
     if s.memory > 0 and s.memory > alloc.memory - used.memory:
@@ -217,6 +222,14 @@ def insufficient_resources(s: PreFilterState, node_info: NodeInfo) -> list[str]:
         if qty > have - used.scalar.get(name, 0):
             reasons.append(reason)
     return reasons
+
+
+def _verdict(s: PreFilterState, node_info: NodeInfo, reasons: list[str]) -> Status:
+    """The Filter's status for the shortfalls ``reasons``: a request beyond the node's whole
+    allocatable cannot be helped by evicting pods (UnschedulableAndUnresolvable)."""
+    if exceeds_allocatable(s, node_info):
+        return Status.unresolvable(*reasons)
+    return Status.unschedulable(*reasons)
 
 
 def exceeds_allocatable(s: PreFilterState, node_info: NodeInfo) -> bool:
@@ -442,12 +455,17 @@ class NodeResourcesFit:
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         """The node's own fields against PreFilter's request: every shortfall is a reason."""
         s = state.read(PRE_FILTER_KEY)
-        reasons = insufficient_resources(s, node_info)
-        if not reasons:
-            return SUCCESS
-        if exceeds_allocatable(s, node_info):
-            return Status.unresolvable(*reasons)
-        return Status.unschedulable(*reasons)
+        reasons = _insufficient(s, node_info.allocatable, node_info.requested, len(node_info.pods))
+        return _verdict(s, node_info, reasons) if reasons else SUCCESS
+
+    def filter_requested(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, requested: Resources, pods: int
+    ) -> Status:
+        """:meth:`filter` with the node's pods requesting ``requested`` and numbering ``pods``
+        (:class:`~custom_scheduler.framework.interface.RequestsFilterPlugin`): all it reads of them."""
+        s = state.read(PRE_FILTER_KEY)
+        reasons = _insufficient(s, node_info.allocatable, requested, pods)
+        return _verdict(s, node_info, reasons) if reasons else SUCCESS
 
     def filter_mask(self, state: CycleState, pod: Pod, snap: Snapshot) -> arrays.Mask | bool | None:
         """:meth:`filter`'s verdict for every snapshot row at once (:func:`fits_mask`)."""

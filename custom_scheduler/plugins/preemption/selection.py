@@ -18,7 +18,11 @@ important victim is never evicted when a less important one would do.
 
 **Dry run** (:func:`dry_run_preemption`): candidate nodes are visited from a random offset, and the
 search stops once ``num_candidates`` nodes can be freed and at least one of them violates no PDB.
-PDB-clean candidates come first in the result.
+PDB-clean candidates come first in the result. When the runner says the filters read of a node's
+pods only their summed requests and number (``DryRunner.requests_fit``: NodeResourcesFit and
+filters of the Node alone, no PreFilter extension to tell), each node is decided on a tally of
+those (:class:`_Tally`) instead of a copy of the node and of the cycle state: the same victims and
+statuses, without the copies and the NodeInfo bookkeeping of each removal and addition.
 
 **Choice** (:func:`pick_one_node`), each rule only breaking the previous one's ties: fewest PDB
 violations; lowest highest-priority victim; smallest sum of victim priorities (each offset by 2^31
@@ -33,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from custom_scheduler.api.model import Pod, PodDisruptionBudget
-from custom_scheduler.framework.interface import DryRunner
+from custom_scheduler.framework.interface import DryRunner, RequestsFit
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, NodeInfo, Status
 from custom_scheduler.plugins.preemption.units import Victim, VictimIndex
 
@@ -174,6 +178,36 @@ class _Moves:
         return self.runner.run_filter_with_nominated(self.state, self.pod, self.node_info)
 
 
+class _Tally:
+    """:class:`_Moves` when the filters read of the node's pods only their summed requests and
+    their number (:meth:`DryRunner.requests_fit`): the node is not modified, its pods' requests
+    and count are kept as a node copy's would be (:meth:`NodeInfo.add_pod` and ``remove_pod``,
+    for the pods on this node; no PreFilter extension to tell)."""
+
+    def __init__(self, fit: RequestsFit, state: CycleState, node_info: NodeInfo) -> None:
+        self.fit, self.node_info = fit(state, node_info), node_info
+        self.pods = dict(node_info.pods)
+        self.requested = node_info.requested.copy()
+
+    def remove(self, v: Victim) -> Status:
+        here = self.node_info.name
+        for name, p in v.members:
+            if name == here and (old := self.pods.pop(p.uid, None)) is not None:
+                self.requested.add(old.requests, -1)
+        return SUCCESS
+
+    def add(self, v: Victim) -> Status:
+        here = self.node_info.name
+        for name, p in v.members:
+            if name == here:
+                self.pods[p.uid] = p
+                self.requested.add(p.requests)
+        return SUCCESS
+
+    def fits(self) -> Status:
+        return self.fit(self.requested, len(self.pods))
+
+
 def select_victims_on_node(
     runner: DryRunner,
     state: CycleState,
@@ -184,16 +218,18 @@ def select_victims_on_node(
     now: float | None = None,
     index: VictimIndex | None = None,
     remote: RemoteNodes | None = None,
+    fit: RequestsFit | None = None,
 ) -> tuple[Victims | None, Status]:
     """The fewest, least important victims to evict from ``node_info`` so that ``pod`` fits.
 
     Victims are units (:mod:`.units`): a pod, or every pod of a ``disruptionMode: all`` PodGroup
     (``index`` finds them; by default every pod is its own victim). ``remote`` gives the NodeInfo
     of another node a group victim also runs on. ``state`` and ``node_info`` are modified: pass
-    copies. Returns ``(victims, SUCCESS)`` with the victims' pods, or ``(None, status)`` with
-    UnschedulableAndUnresolvable when no victim has a lower priority, the filters' status when the
-    pod does not fit even with all of them gone, or an ERROR status when a PreFilter extension
-    failed.
+    copies; unless ``fit`` is given (the runner's :meth:`~DryRunner.requests_fit` for this pod
+    and state), which decides on a tally and modifies neither. Returns ``(victims, SUCCESS)``
+    with the victims' pods, or ``(None, status)`` with UnschedulableAndUnresolvable when no
+    victim has a lower priority, the filters' status when the pod does not fit even with all of
+    them gone, or an ERROR status when a PreFilter extension failed.
     """
     now = time.time() if now is None else now
     index = index if index is not None else VictimIndex(_no_group, (), now)
@@ -203,7 +239,7 @@ def select_victims_on_node(
     potential = [v for v in index.on_node(node_info) if v.priority < preemptor]
     if not potential:
         return None, Status.unresolvable(ERR_REASON_NO_VICTIMS)
-    moves = _Moves(runner, state, pod, node_info, remote or _no_node)
+    moves = _Moves(runner, state, pod, node_info, remote or _no_node) if fit is None else _Tally(fit, state, node_info)
     for v in potential:
         if not (st := moves.remove(v)).is_success:
             return None, st
@@ -272,6 +308,7 @@ def dry_run_preemption(
     now = time.time() if now is None else now
     index = index if index is not None else VictimIndex(_no_group, (), now)
     preemptor = index.priority(pod)
+    fit = runner.requests_fit(state, pod)  # with it, no copy of the node or the state is made
     clean: list[Candidate] = []
     violating: list[Candidate] = []
     statuses: dict[str, Status] = {}
@@ -282,9 +319,12 @@ def dry_run_preemption(
             # Nothing to evict: no need to copy the node.
             statuses[ni.name] = Status.unresolvable(ERR_REASON_NO_VICTIMS)
             continue
-        victims, st = select_victims_on_node(
-            runner, state.clone(), pod, ni.clone(), pdbs, now=now, index=index, remote=remote
-        )
+        if fit is None:
+            victims, st = select_victims_on_node(
+                runner, state.clone(), pod, ni.clone(), pdbs, now=now, index=index, remote=remote
+            )
+        else:
+            victims, st = select_victims_on_node(runner, state, pod, ni, pdbs, now=now, index=index, fit=fit)
         if victims is not None and st.is_success and victims.pods:
             group = clean if victims.num_pdb_violations == 0 else violating
             if len(group) < wanted:

@@ -14,7 +14,7 @@ from custom_scheduler.api.model import Node, Pod, PodDisruptionBudget
 from custom_scheduler.framework.dra_store import DRAStore
 from custom_scheduler.framework.fence import Fence
 from custom_scheduler.framework.gang_store import GangStore
-from custom_scheduler.framework.interface import Handle, WaitingPods
+from custom_scheduler.framework.interface import Handle, RequestsFit, WaitingPods
 from custom_scheduler.framework.loadmetrics import MetricsSource, Sources
 from custom_scheduler.framework.types import CycleState, ImageState, NodeInfo, NodeScore, Snapshot, Status
 from custom_scheduler.framework.volumes import VolumeStore
@@ -189,6 +189,9 @@ class FakeHandle:
 
     def extensions_see_added_pods(self, state: CycleState) -> bool:
         raise NotImplementedError
+
+    def requests_fit(self, state: CycleState, pod: Pod) -> RequestsFit | None:
+        return None
 
     def record_event(
         self, pod: Any, *, type_: str, reason: str, action: str, note: str, kind: str = "Pod", api_version: str = "v1"

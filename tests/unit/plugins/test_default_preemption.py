@@ -22,7 +22,7 @@ from custom_scheduler.core.algorithm import Algorithm
 from custom_scheduler.core.cache import Cache
 from custom_scheduler.errors import ConfigError
 from custom_scheduler.framework.handle import SnapshotHandle
-from custom_scheduler.framework.interface import PostFilterResult
+from custom_scheduler.framework.interface import PostFilterResult, RequestsFit
 from custom_scheduler.framework.profiles import build_frameworks
 from custom_scheduler.framework.runtime import Framework
 from custom_scheduler.framework.types import SUCCESS, Code, CycleState, FitError, NodeInfo, Snapshot, Status
@@ -436,6 +436,9 @@ class RecordingRunner:
 
     def extensions_see_added_pods(self, state: CycleState) -> bool:
         return True  # every call recorded
+
+    def requests_fit(self, state: CycleState, pod: Pod) -> RequestsFit | None:
+        return None  # the dry run on the node: every call recorded
 
 
 def test_prefilter_extensions_follow_every_removal_and_reprieve() -> None:
