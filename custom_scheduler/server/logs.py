@@ -11,9 +11,11 @@ imports it before anything else that logs, so the daemon never pays for ``rich``
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+import types
 
 import orjson
 
@@ -31,15 +33,37 @@ def import_structlog() -> None:
     (the CEL library's command line) finds rich as usual. Nothing else runs meanwhile: this is the
     first thing the CLI imports, before any thread starts.
 
+    ``asyncio`` likewise (40 ms of start-up): ``structlog.stdlib`` and ``structlog._native`` import
+    it for their async logger methods, which the daemon never calls (it has no event loop). They
+    get a :class:`_OnFirstUse` stand-in that imports the real module at its first attribute
+    access; the stand-in leaves ``sys.modules`` with rich's marker, so a later ``import asyncio``
+    anywhere imports the real one.
+
     A no-op when structlog is imported already (or rich is): then there is nothing left to save.
     """
     if "structlog" in sys.modules or "rich" in sys.modules:
         return
     sys.modules["rich"] = None  # type: ignore[assignment]  # the import system's "not importable" marker
+    stand_in = "asyncio" not in sys.modules
+    if stand_in:
+        sys.modules["asyncio"] = _OnFirstUse("asyncio")
     try:
         import structlog  # noqa: F401  # structlog.dev and .tracebacks now see no rich
     finally:
         sys.modules.pop("rich", None)
+        if stand_in and isinstance(sys.modules.get("asyncio"), _OnFirstUse):
+            del sys.modules["asyncio"]
+
+
+class _OnFirstUse(types.ModuleType):
+    """A module that is imported for real when one of its attributes is first read (in Python
+    3.11 ``importlib.util.LazyLoader`` loads at the ``import`` statement itself, which reads the
+    module's ``__spec__``; a plain module's ``__spec__`` is None and reads nothing)."""
+
+    def __getattr__(self, attr: str) -> object:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]  # read while structlog imports: the real one from now on
+        return getattr(importlib.import_module(self.__name__), attr)
 
 
 import_structlog()

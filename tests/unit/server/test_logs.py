@@ -46,16 +46,20 @@ try:
 except SystemExit:
     pass
 hidden = "rich" not in sys.modules
-import structlog.dev, structlog.tracebacks
+no_asyncio = "asyncio.base_events" not in sys.modules  # structlog holds a stand-in
+import structlog.dev, structlog.tracebacks, structlog.stdlib
 no_rich = structlog.dev.rich is None and structlog.tracebacks.rich is None
 import rich.console  # importable again for whoever needs it later (the CEL library's command line)
-print(hidden, no_rich)
+import asyncio  # the real module for whoever imports it later, and behind structlog's stand-in
+through = structlog.stdlib.asyncio.get_running_loop is asyncio.get_running_loop
+real = asyncio.run(asyncio.sleep(0, "ok")) == "ok" and through
+print(hidden, no_rich, no_asyncio, real)
 """
 
 
 def test_the_daemon_imports_structlog_without_rich(tmp_path: Path) -> None:
-    """``run`` reaches the config file (here: missing) with structlog loaded and rich never imported,
-    and rich stays importable afterwards."""
+    """``run`` reaches the config file (here: missing) with structlog loaded and neither rich nor
+    asyncio imported, and both stay importable afterwards (asyncio also through structlog)."""
     proc = subprocess.run(
         [sys.executable, "-c", RICH_SCRIPT, str(tmp_path / "absent.yaml")],
         capture_output=True,
@@ -63,7 +67,7 @@ def test_the_daemon_imports_structlog_without_rich(tmp_path: Path) -> None:
         timeout=60,
         check=True,
     )
-    assert proc.stdout.split() == ["True", "True"], proc.stderr
+    assert proc.stdout.split() == ["True", "True", "True", "True"], proc.stderr
 
 
 CONSOLE_SCRIPT = """
