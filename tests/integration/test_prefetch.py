@@ -3,6 +3,7 @@ their answers instead of listing again, and what changed after them arrives thro
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from custom_scheduler.devenv.controlplane import free_port
@@ -28,7 +29,11 @@ def test_informers_take_the_prefetched_lists_and_see_what_changed_after_them(
     assert all(job.done.wait(30) for job in early._jobs.values())  # both LISTs answered
     after = env.node(make_node("after").capacity(cpu="4", memory="8Gi", pods="10"))  # only in the watch
     app = env.start_scheduler(client=client, prefetched=early)
-    assert {before, after} <= set(app.nodes.store)
+    assert before in app.nodes.store  # from the prefetched LIST, synced before the start returns
+    deadline = time.monotonic() + 30  # the watch delivers "after" in its own time
+    while after not in app.nodes.store:
+        assert time.monotonic() < deadline, "the node created after the prefetch never reached the store"
+        time.sleep(0.05)
     for path, _ in DAEMON_LISTS:
         assert len(_lists(proxy, path)) == 1, f"{path} was listed again: {_lists(proxy, path)}"
     env.create_pod(make_pod("fits").req(cpu="100m").obj())
